@@ -1,0 +1,117 @@
+"""From raw source records to a stream frame: parse, time-stamp, project metadata (§3.1, §5).
+
+Per document, in this order:
+1. the text must parse as a JSON object, else the record goes to the DLQ;
+2. the event time is `timeField` evaluated on the document (it must yield a date), else the
+   source's own timestamp; a failing `timeField` sends the document to the DLQ;
+3. the event time is projected into `tsFieldName` (default `_ts`) and the source metadata into
+   `streamMetaFieldName` (default `_stream_meta`, merged into an existing object field; `""`
+   disables it), as Atlas does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pipeline_stages._base import ProblemCollector
+from pipeline_stages._engine.frame import (
+    DLQ_OPERATOR,
+    DLQ_REASON,
+    DOC,
+    EVENT_MS,
+    META,
+    PART,
+    SEQ,
+    StreamFrame,
+)
+from pipeline_stages._mql import values as V
+from pipeline_stages._mql.scope import Scope
+
+INVALID_JSON = "Failed to process input document with error: input is not a valid JSON object"
+
+
+def variant_path(field: str) -> str:
+    """A VARIANT path selecting the top-level field `field` (any characters allowed)."""
+    escaped = field.replace("\\", "\\\\").replace('"', '\\"')
+    return f'$["{escaped}"]'
+
+
+def ingest(
+    raw: DataFrame,
+    *,
+    time_field: Any | None,
+    ts_field: str,
+    meta_field: str,
+    operator: str,
+    problems: ProblemCollector,
+    path: str,
+) -> StreamFrame:
+    """Turn a raw record stream (see `sources.RAW_SCHEMA`) into a stream frame."""
+    parsed = F.try_parse_json(F.col("raw"))
+    is_object = V.mql_type(parsed) == "object"
+    df = raw.select(
+        F.col(PART),
+        F.col(SEQ),
+        F.col("source_ts_ms").alias(EVENT_MS),
+        F.when(is_object, parsed).otherwise(F.col("raw").cast("variant")).alias(DOC),
+        F.parse_json(F.concat(F.lit('{"source":'), F.col("meta"), F.lit("}"))).alias(META),
+        F.when(is_object, F.lit(None).cast("string")).otherwise(F.lit(INVALID_JSON)).alias(
+            DLQ_REASON
+        ),
+        F.when(is_object, F.lit(None).cast("string")).otherwise(F.lit(operator)).alias(
+            DLQ_OPERATOR
+        ),
+    )
+    frame = StreamFrame(df)
+    if time_field is not None:
+        frame = _apply_time_field(frame, time_field, operator, problems, path)
+    return _project_metadata(frame, ts_field=ts_field, meta_field=meta_field)
+
+
+def _apply_time_field(
+    frame: StreamFrame, time_field: Any, operator: str, problems: ProblemCollector, path: str
+) -> StreamFrame:
+    from pipeline_stages._mql.expressions import compile_expression
+
+    scope: Scope = frame.scope()
+    result = compile_expression(time_field, scope, path, problems)
+    frame = frame.prepared(scope)
+    millis = V.as_epoch_ms(result.value)
+    not_a_date = F.concat(
+        F.lit("timeField must evaluate to a date, got "), V.mql_type(result.value)
+    )
+    error: Column = (
+        F.coalesce(result.error, F.when(millis.isNull(), not_a_date))
+        if result.error is not None
+        else F.when(millis.isNull(), not_a_date)
+    )
+    # Atlas puts the bare expression error in the DLQ reason for timeField failures (§6.3).
+    frame = frame.fail(error.isNotNull(), error, operator)
+    df = frame.df.withColumn(
+        EVENT_MS, F.when(frame.healthy, millis).otherwise(F.col(EVENT_MS))
+    )
+    return StreamFrame(df).finished(scope)
+
+
+def _project_metadata(frame: StreamFrame, *, ts_field: str, meta_field: str) -> StreamFrame:
+    doc = F.variant_set(F.col(DOC), variant_path(ts_field), V.from_epoch_ms(F.col(EVENT_MS)))
+    if meta_field:
+        existing = F.variant_get(F.col(DOC), variant_path(meta_field), "variant")
+        merged = F.when(
+            V.mql_type(existing) == "object",
+            _merge_objects(existing, F.col(META)),
+        ).otherwise(F.col(META))
+        doc = F.variant_set(doc, variant_path(meta_field), merged)
+    updated = F.when(frame.healthy, doc).otherwise(F.col(DOC))
+    return StreamFrame(frame.df.withColumn(DOC, updated))
+
+
+def _merge_objects(base: Column, extra: Column) -> Column:
+    """Shallow merge of two VARIANT objects, `extra` winning (Atlas keeps user fields)."""
+    base_map = F.try_variant_get(base, "$", "map<string, variant>")
+    extra_map = F.try_variant_get(extra, "$", "map<string, variant>")
+    kept = F.map_filter(base_map, lambda k, _v: ~F.array_contains(F.map_keys(extra_map), k))
+    return F.to_variant_object(F.map_concat(kept, extra_map))
