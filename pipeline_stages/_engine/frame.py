@@ -10,6 +10,10 @@ A frame carries one row per document in flight:
 | `meta`         | VARIANT | stream metadata (`{$meta: "stream..."}`): `{source, window, …}` |
 | `dlq_reason`   | STRING  | NULL while the document is healthy; the DLQ reason once failed |
 | `dlq_operator` | STRING  | the Atlas operator name that failed it                         |
+| `kind`         | STRING  | `out` for documents; the window operator adds `stats` rows    |
+| `sub`          | INT     | orders several rows produced at one source position           |
+| `missed`       | STRING  | JSON array of `missedWindowStartTimes` (late documents only)   |
+| `window_start`, `window_key` | BIGINT, STRING | the window and group a result belongs to |
 
 A stage never drops a failed row: it passes it through untouched, so a bad document travels to
 the sink and becomes one DLQ record while the rest of the stream continues. The `doc` of a
@@ -33,8 +37,29 @@ DOC = "doc"
 META = "meta"
 DLQ_REASON = "dlq_reason"
 DLQ_OPERATOR = "dlq_operator"
+KIND = "kind"
+SUB = "sub"
+MISSED = "missed"
+WINDOW_START = "window_start"
+WINDOW_KEY = "window_key"
 
-FRAME_COLUMNS = (PART, SEQ, EVENT_MS, DOC, META, DLQ_REASON, DLQ_OPERATOR)
+KIND_OUTPUT = "out"
+KIND_STATS = "stats"
+
+FRAME_COLUMNS = (
+    PART,
+    SEQ,
+    SUB,
+    EVENT_MS,
+    DOC,
+    META,
+    DLQ_REASON,
+    DLQ_OPERATOR,
+    KIND,
+    MISSED,
+    WINDOW_START,
+    WINDOW_KEY,
+)
 
 
 def failure_reason(operator: str, error: Column) -> Column:
@@ -50,8 +75,8 @@ class StreamFrame:
 
     @property
     def healthy(self) -> Column:
-        """True for rows that have not failed yet."""
-        return F.col(DLQ_REASON).isNull()
+        """True for document rows that have not failed (stats rows are never healthy)."""
+        return F.col(DLQ_REASON).isNull() & (F.col(KIND) == KIND_OUTPUT)
 
     def scope(self) -> Scope:
         """The expression scope of the current document."""

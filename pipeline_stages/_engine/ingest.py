@@ -22,9 +22,15 @@ from pipeline_stages._engine.frame import (
     DLQ_REASON,
     DOC,
     EVENT_MS,
+    KIND,
+    KIND_OUTPUT,
     META,
+    MISSED,
     PART,
     SEQ,
+    SUB,
+    WINDOW_KEY,
+    WINDOW_START,
     StreamFrame,
 )
 from pipeline_stages._mql import values as V
@@ -58,12 +64,17 @@ def ingest(
         F.col("source_ts_ms").alias(EVENT_MS),
         F.when(is_object, parsed).otherwise(F.col("raw").cast("variant")).alias(DOC),
         F.parse_json(F.concat(F.lit('{"source":'), F.col("meta"), F.lit("}"))).alias(META),
-        F.when(is_object, F.lit(None).cast("string")).otherwise(F.lit(INVALID_JSON)).alias(
-            DLQ_REASON
-        ),
-        F.when(is_object, F.lit(None).cast("string")).otherwise(F.lit(operator)).alias(
-            DLQ_OPERATOR
-        ),
+        F.when(is_object, F.lit(None).cast("string"))
+        .otherwise(F.lit(INVALID_JSON))
+        .alias(DLQ_REASON),
+        F.when(is_object, F.lit(None).cast("string"))
+        .otherwise(F.lit(operator))
+        .alias(DLQ_OPERATOR),
+        F.lit(KIND_OUTPUT).alias(KIND),
+        F.lit(0).alias(SUB),
+        F.lit(None).cast("string").alias(MISSED),
+        F.lit(None).cast("bigint").alias(WINDOW_START),
+        F.lit(None).cast("string").alias(WINDOW_KEY),
     )
     frame = StreamFrame(df)
     if time_field is not None:
@@ -90,9 +101,7 @@ def _apply_time_field(
     )
     # Atlas puts the bare expression error in the DLQ reason for timeField failures (§6.3).
     frame = frame.fail(error.isNotNull(), error, operator)
-    df = frame.df.withColumn(
-        EVENT_MS, F.when(frame.healthy, millis).otherwise(F.col(EVENT_MS))
-    )
+    df = frame.df.withColumn(EVENT_MS, F.when(frame.healthy, millis).otherwise(F.col(EVENT_MS)))
     return StreamFrame(df).finished(scope)
 
 

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
 
-from pipeline_stages._engine.envelope import KIND_DLQ, KIND_OUTPUT, KIND_STATS
+from pipeline_stages._engine.envelope import KIND_DLQ
+from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ def object_id(*parts: object) -> str:
 
 def iso_millis(moment: datetime) -> str:
     """Relaxed Extended JSON date text with millisecond precision."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return (
+        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    )
 
 
 def dlq_record(row: Any, *, processor: str, now: datetime) -> dict[str, Any]:

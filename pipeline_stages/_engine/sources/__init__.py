@@ -13,3 +13,12 @@ time-stamp and validate documents the same way whatever the connection type:
 """
 
 RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING"
+
+
+def register_all(spark: object) -> None:
+    """Register Sluice's Python data sources with a session (idempotent)."""
+    from pipeline_stages._engine.sources.documents import DocumentsDataSource
+    from pipeline_stages._engine.sources.sample_solar import SampleSolarDataSource
+
+    for source in (DocumentsDataSource, SampleSolarDataSource):
+        spark.dataSource.register(source)  # type: ignore[attr-defined]

@@ -1,0 +1,67 @@
+"""What a stage's `compile` needs besides its spec: the session, the processor, connections."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from pipeline_stages._base import ProblemCollector
+from pipeline_stages._engine.frame import StreamFrame
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    """A registered connection as the compiler sees it (secrets included: never log this)."""
+
+    name: str
+    type: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: Connections every Sluice installation has.
+BUILTIN_CONNECTIONS: dict[str, ConnectionInfo] = {
+    "sample_stream_solar": ConnectionInfo("sample_stream_solar", "Sample"),
+    "local": ConnectionInfo("local", "Local"),
+}
+
+
+@dataclass
+class CompileContext:
+    """Shared by the stages of one pipeline while it is compiled."""
+
+    spark: SparkSession
+    processor_name: str
+    problems: ProblemCollector
+    has_dlq: bool = False
+    connections: Mapping[str, ConnectionInfo] = field(default_factory=dict)
+    #: Overrides of the `documents` source batch size (`sluice process --batch-size`).
+    batch_size: int | None = None
+    #: Where file-backed sources and spools live.
+    data_dir: str = ".sluice"
+    #: Test hook: the wall-clock base (ms) the documents source stamps documents with.
+    base_time_ms: int | None = None
+
+    def connection(self, name: str) -> ConnectionInfo | None:
+        """Look a connection up, built-ins included."""
+        return self.connections.get(name) or BUILTIN_CONNECTIONS.get(name)
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """The compiled `$source`: the frame and, for finite sources, how many records it has."""
+
+    frame: StreamFrame
+    finite_total: int | None = None
+    source_type: str = "generated"
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """The compiled window stage: envelopes (results, late DLQ records, stats)."""
+
+    envelopes: DataFrame
+    #: True when windows can close without new input (idleTimeout, processing time).
+    closes_on_clock: bool = False
