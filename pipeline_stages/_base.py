@@ -9,9 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from annotated_types import MinLen
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 #: Milliseconds per Atlas duration unit. `day` is a fixed 86,400 s: Atlas has no calendar logic.
 UNIT_MS: dict[str, int] = {
@@ -151,3 +161,118 @@ class ProblemCollector:
         """Raise `PipelineInvalid` when any error was recorded."""
         if self.problems:
             raise PipelineInvalid(list(self.problems), list(self.warnings))
+
+
+# --------------------------------------------------------------------------- parsing helpers
+# Appended for the stage specs: shared field types and the marker that tells a spec it is being
+# built from an Atlas stage body rather than from Python keyword arguments.
+
+
+class WarningCode(StrEnum):
+    """Stable codes of lint warnings (they never make a pipeline invalid)."""
+
+    LATE_DATA_DROPPED = "late_data_dropped"
+    WINDOW_MAY_NOT_CLOSE = "window_may_not_close"
+
+
+def describe(value: Any, *, limit: int = 80) -> str:
+    """A short JSON rendering of a received value for error messages; never raises."""
+    import json
+
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def custom_error(code: str, message: str) -> PydanticCustomError:
+    """A pydantic error with a stable `code` and a ready-made message.
+
+    The message travels in the context, not in the template, so braces in received values can
+    never be taken for placeholders (a message that can itself fail is worse than none).
+    """
+    return PydanticCustomError(code, "{message}", {"message": message})
+
+
+@dataclass(frozen=True)
+class AtlasBody:
+    """The raw body of a stage as written in the pipeline (`{"$limit": 5}` → `AtlasBody(5)`)."""
+
+    raw: Any
+
+
+class BodySpec(StageModel):
+    """Base of specs whose Atlas body is not a plain object of fixed fields.
+
+    `$match`, `$project`, `$sort`, `$group`, `$limit`, ... take a scalar or an object with
+    user-chosen keys. The registry hands such a body over wrapped in `AtlasBody`, and the spec
+    turns it into its own fields in `_fields_from_body`. Keyword construction in Python
+    (`LimitSpec(limit=5)`) still works because only `AtlasBody` inputs are translated, so a
+    user field that happens to share a spec attribute's name cannot be misread.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _translate_body(cls, value: Any) -> Any:
+        if isinstance(value, AtlasBody):
+            return cls._fields_from_body(value.raw)
+        return value
+
+    @classmethod
+    def _fields_from_body(cls, raw: Any) -> dict[str, Any]:
+        """Validate the Atlas body and return the spec's fields (by alias)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_atlas(cls, raw: Any) -> Self:
+        """Build the spec from an Atlas stage body."""
+        return cls.model_validate(AtlasBody(raw))
+
+
+def _whole_number_value(value: Any) -> Any:
+    # mongosh sends every number as a double, so 5.0 must be accepted where an int is meant.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise custom_error("int_type", f"Input should be a whole number, got {describe(value)}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise custom_error("int_from_float", f"Input should be a whole number, got {value}")
+        return int(value)
+    return value
+
+
+#: An integer that may be written as an integral double (`5.0`), never as a bool or string.
+WholeNumber = Annotated[int, BeforeValidator(_whole_number_value)]
+
+
+def _one_or_many_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        if not value:
+            raise custom_error("string_too_short", 'Input should be a non-empty string, got ""')
+        return (value,)
+    if isinstance(value, list | tuple):
+        return value
+    raise custom_error(
+        "string_type", f"Input should be a string or an array of strings, got {describe(value)}"
+    )
+
+
+#: `"a"` or `["a", "b"]`, normalised to a non-empty tuple of non-empty strings.
+OneOrMoreStrings = Annotated[
+    tuple[Annotated[StrictStr, MinLen(1)], ...],
+    BeforeValidator(_one_or_many_strings),
+    MinLen(1),
+]
+
+
+def field_name_problem(name: str, *, dotted: bool) -> str | None:
+    """Why `name` is not a usable output field name (or path, when `dotted`), or None."""
+    if not name:
+        return "a field name must not be empty"
+    if name.startswith("$"):
+        return f"field name {describe(name)} must not start with '$'"
+    if not dotted and "." in name:
+        return f"field name {describe(name)} must not contain '.'"
+    if dotted and "" in name.split("."):
+        return f"field path {describe(name)} must not contain an empty path segment"
+    return None

@@ -7,8 +7,9 @@ MQL type is read from the value itself. The encoding is:
 |--------------------|--------------------------------------------------------------------|
 | missing            | SQL NULL (the column itself is NULL)                               |
 | null               | a variant null (`is_variant_null`)                                 |
-| int / long         | any variant integer (`BIGINT` in `schema_of_variant`); `int` when it fits in 32 bits |
+| int / long         | any variant integer (`BIGINT` in `schema_of_variant`); `int` when it fits in 32 bits, or `{"$numberLong": "..."}` |
 | double             | variant `DOUBLE`, or `DECIMAL` (Spark's `parse_json` turns `1.5` into a decimal) |
+| decimal            | `{"$numberDecimal": "<text>"}` (VARIANT has no decimal128)         |
 | string, bool       | variant `STRING`, `BOOLEAN`                                        |
 | object, array      | variant `OBJECT<…>`, `ARRAY<…>` (object keys come back sorted by name) |
 | date               | the relaxed Extended JSON object `{"$date": "<yyyy-MM-ddTHH:mm:ss.SSSZ>"}` |
@@ -18,6 +19,16 @@ Dates are Extended JSON objects rather than variant timestamps because `to_json`
 variant timestamp as a plain string: with the EJSON form, serialising a document natively
 yields exactly the relaxed Extended JSON that `sluice process` and the sinks print.
 
+**Type tags are expensive; compute them once.** `kind_of` costs a handful of variant probes,
+and a helper that re-derives the tag for every check multiplies that cost and the generated
+code (a `compare` built that way once produced >10,000 lines of Java). Every helper here
+therefore takes an optional precomputed `kind`: a STRING column holding the MQL type name
+(ideally a materialised column, see `Scope.bind`) or a Python `str` when the type is known at
+compile time. Without one, the helper computes the tag itself (convenient, but slower).
+
+`kind_of` never calls `schema_of_variant` on objects or non-empty arrays: it walks the whole
+value and is ~50x slower than the key probes used instead.
+
 Every function here builds Spark `Column`s and never raises at run time: Spark 4 runs with ANSI
 mode, where a failing cast fails the whole query, so only `try_*` conversions are used and
 failures become NULLs that callers turn into per-document error messages.
@@ -25,6 +36,7 @@ failures become NULLs that callers turn into per-document error messages.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -53,13 +65,17 @@ TYPE_RANK: dict[str, int] = {
     "timestamp": 10,
     "regex": 11,
     "maxKey": 12,
+    "unknown": 13,
 }
 
 NUMERIC_TYPES = ("int", "long", "double", "decimal")
+INTEGRAL_TYPES = ("int", "long")
 
 #: The ISO format dates are written in inside the VARIANT (Spark datetime pattern).
 DATE_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
+#: A type tag: a STRING column, a compile-time type name, or None ("compute it").
+Kind = Column | str | None
 
 # --------------------------------------------------------------------------- type tags
 
@@ -69,33 +85,87 @@ def schema_of(value: Column) -> Column:
     return F.schema_of_variant(value)
 
 
-def mql_type(value: Column) -> Column:
-    """The MQL type name of a value, as `$type` reports it (`"missing"` for a missing value)."""
+def _key(value: Column, key: str) -> Column:
+    return F.try_variant_get(value, f'$["{key}"]', "variant")
+
+
+def is_object_like(value: Column) -> Column:
+    """True for any variant object, EJSON wrappers (`{"$date": ...}`) included. Cheap."""
+    return F.try_variant_get(value, "$", "struct<>").isNotNull()
+
+
+def is_array_value(value: Column) -> Column:
+    """True when the value is an array, without copying or walking it."""
+    # `$[0]` finds non-empty arrays in O(1); only scalars and `[]` reach the schema check.
+    return F.try_variant_get(value, "$[0]", "variant").isNotNull() | (
+        ~is_object_like(value) & (schema_of(value) == "ARRAY<VOID>")
+    )
+
+
+def _scalar_kind(value: Column) -> Column:
     schema = schema_of(value)
-    as_long = F.try_variant_get(value, "$", "bigint")
+    int_or_long = F.when(F.try_variant_get(value, "$", "int").isNotNull(), F.lit("int")).otherwise(
+        F.lit("long")
+    )
     return (
-        F.when(value.isNull(), F.lit("missing"))
-        .when(schema == "VOID", F.lit("null"))
-        .when(
-            schema.isin("BIGINT", "INT", "SMALLINT", "TINYINT"),
-            F.when(as_long.between(INT32_MIN, INT32_MAX), F.lit("int")).otherwise(F.lit("long")),
-        )
-        .when(
-            schema.startswith("DECIMAL") | schema.isin("DOUBLE", "FLOAT"),
-            F.lit("double"),
-        )
+        F.when(schema == "BIGINT", int_or_long)
         .when(schema == "STRING", F.lit("string"))
+        .when(schema.startswith("DECIMAL") | schema.isin("DOUBLE", "FLOAT"), F.lit("double"))
         .when(schema == "BOOLEAN", F.lit("bool"))
+        .when(schema == "VOID", F.lit("null"))
         .when(schema.startswith("ARRAY"), F.lit("array"))
+        .when(schema.isin("INT", "SMALLINT", "TINYINT"), F.lit("int"))
         .when(schema.isin("TIMESTAMP", "TIMESTAMP_NTZ", "DATE"), F.lit("date"))
-        .when(schema.startswith("OBJECT<`$date`:"), F.lit("date"))
-        .when(schema == "OBJECT<`$oid`: STRING>", F.lit("objectId"))
-        .when(schema.startswith("OBJECT<`$numberDecimal`:"), F.lit("decimal"))
-        .when(schema.startswith("OBJECT<`$numberLong`:"), F.lit("long"))
-        .when(schema.startswith("OBJECT"), F.lit("object"))
         .when(schema == "BINARY", F.lit("binData"))
         .otherwise(F.lit("unknown"))
     )
+
+
+def _object_kind(value: Column) -> Column:
+    return (
+        F.when(_key(value, "$date").isNotNull(), F.lit("date"))
+        .when(_key(value, "$oid").isNotNull(), F.lit("objectId"))
+        .when(_key(value, "$numberDecimal").isNotNull(), F.lit("decimal"))
+        .when(_key(value, "$numberLong").isNotNull(), F.lit("long"))
+        .otherwise(F.lit("object"))
+    )
+
+
+def kind_of(value: Column) -> Column:
+    """The MQL type name of a value, as `$type` reports it (`"missing"` for a missing value).
+
+    Pass a cheap column (a materialised binding or a lambda variable): the value is referenced
+    several times.
+    """
+    return (
+        F.when(value.isNull(), F.lit("missing"))
+        .when(is_object_like(value), _object_kind(value))
+        .when(F.try_variant_get(value, "$[0]", "variant").isNotNull(), F.lit("array"))
+        .otherwise(_scalar_kind(value))
+    )
+
+
+#: Kept for callers written against the first version of this module.
+mql_type = kind_of
+
+
+def _kind(value: Column, kind: Kind) -> Column:
+    if kind is None:
+        return kind_of(value)
+    if isinstance(kind, str):
+        return F.lit(kind)
+    return kind
+
+
+def kind_in(kind: Kind, names: tuple[str, ...] | list[str], value: Column | None = None) -> Column:
+    """A BOOLEAN: the tag is one of `names` (folded to a literal for static kinds)."""
+    if isinstance(kind, str):
+        return F.lit(kind in names)
+    if kind is None:
+        if value is None:
+            raise ValueError("kind_in needs a value when the kind is not given")
+        kind = kind_of(value)
+    return kind.isin(*names)
 
 
 def is_missing(value: Column) -> Column:
@@ -103,19 +173,23 @@ def is_missing(value: Column) -> Column:
     return value.isNull()
 
 
-def is_nullish(value: Column) -> Column:
-    """True when the value is missing or null (what `$ifNull` and most operators treat as null)."""
+def is_nullish(value: Column, kind: Kind = None) -> Column:
+    """True when the value is missing or null (what most operators treat as null)."""
+    if isinstance(kind, str):
+        return F.lit(kind in ("missing", "null"))
+    if kind is not None:
+        return kind.isin("missing", "null")
     return value.isNull() | F.is_variant_null(value)
 
 
-def is_number(value: Column) -> Column:
+def is_number(value: Column, kind: Kind = None) -> Column:
     """True for int, long, double and decimal values."""
-    return mql_type(value).isin(*NUMERIC_TYPES)
+    return kind_in(_kind(value, kind) if kind is None else kind, NUMERIC_TYPES)
 
 
-def is_integral(value: Column) -> Column:
+def is_integral(value: Column, kind: Kind = None) -> Column:
     """True for int and long values."""
-    return mql_type(value).isin("int", "long")
+    return kind_in(_kind(value, kind) if kind is None else kind, INTEGRAL_TYPES)
 
 
 # --------------------------------------------------------------------------- constructors
@@ -152,11 +226,9 @@ def from_bool(col: Column) -> Column:
 
 
 def from_timestamp(col: Column) -> Column:
-    """An MQL date (EJSON `{"$date": ...}`) from a Spark timestamp column."""
-    iso = F.date_format(F.to_utc_timestamp(col, "UTC"), DATE_PATTERN)
-    return F.when(col.isNull(), missing()).otherwise(
-        F.to_variant_object(F.named_struct(F.lit("$date"), iso))
-    )
+    """An MQL date (EJSON `{"$date": ...}`) from a Spark timestamp column (UTC session)."""
+    iso = F.date_format(col, DATE_PATTERN)
+    return F.when(col.isNotNull(), F.to_variant_object(F.named_struct(F.lit("$date"), iso)))
 
 
 def from_epoch_ms(col: Column) -> Column:
@@ -164,15 +236,18 @@ def from_epoch_ms(col: Column) -> Column:
     return from_timestamp(F.timestamp_millis(col))
 
 
+def from_array(col: Column) -> Column:
+    """An MQL array from a Spark `ARRAY<VARIANT>` (SQL NULL elements become MQL null)."""
+    return col.cast("variant")
+
+
 def literal(value: Any) -> Column:
     """A VARIANT column for a Python/JSON literal (a `datetime` becomes an MQL date)."""
-    import json
-
     if isinstance(value, datetime):
         return from_epoch_ms(F.lit(int(value.timestamp() * 1000)))
     if isinstance(value, bool):
         return F.lit(value).cast("variant")
-    if isinstance(value, int):
+    if isinstance(value, int) and -(2**63) <= value < 2**63:
         return F.lit(value).cast("bigint").cast("variant")
     if isinstance(value, float):
         return F.lit(value).cast("double").cast("variant")
@@ -180,73 +255,138 @@ def literal(value: Any) -> Column:
         return F.lit(value).cast("variant")
     if value is None:
         return null()
-    # Objects and arrays: parsing keeps nested ints/doubles/dates exactly as written.
+    # Objects, arrays, huge integers: parsing keeps nested values exactly as written, and
+    # Spark folds `parse_json` of a literal at plan time.
     return F.parse_json(F.lit(json.dumps(value, allow_nan=False, default=str)))
+
+
+def literal_kind(value: Any) -> str:
+    """The MQL type name of a JSON literal."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int" if INT32_MIN <= value <= INT32_MAX else "long"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, datetime):
+        return "date"
+    if isinstance(value, dict) and len(value) == 1:
+        wrapped = {"$date": "date", "$oid": "objectId", "$numberDecimal": "decimal"}
+        key = next(iter(value))
+        if key in wrapped:
+            return wrapped[key]
+        if key == "$numberLong":
+            return "long"
+    return "object"
 
 
 # --------------------------------------------------------------------------- extractors
 
 
-def as_double(value: Column) -> Column:
+def as_double(value: Column, kind: Kind = None) -> Column:
     """The numeric value as a Spark DOUBLE; NULL when the value is not a number."""
     num = F.try_variant_get(value, "$", "double")
-    long_wrapped = F.try_variant_get(value, '$["$numberLong"]', "string").try_cast("double")
-    dec_wrapped = F.try_variant_get(value, '$["$numberDecimal"]', "string").try_cast("double")
-    return F.when(is_number(value), F.coalesce(long_wrapped, dec_wrapped, num))
+    if isinstance(kind, str):
+        if kind in ("int", "double"):
+            return num
+        if kind not in ("long", "decimal"):
+            return F.lit(None).cast("double")
+    wrapped = F.coalesce(
+        F.try_variant_get(value, '$["$numberDecimal"]', "string").try_cast("double"),
+        F.try_variant_get(value, '$["$numberLong"]', "string").try_cast("double"),
+    )
+    return F.when(is_number(value, kind), F.coalesce(num, wrapped))
 
 
-def as_long(value: Column) -> Column:
+def as_long(value: Column, kind: Kind = None) -> Column:
     """The integral value as a Spark BIGINT; NULL unless the value is an int or long."""
     num = F.try_variant_get(value, "$", "bigint")
+    if isinstance(kind, str):
+        if kind == "int":
+            return num
+        if kind != "long":
+            return F.lit(None).cast("bigint")
     wrapped = F.try_variant_get(value, '$["$numberLong"]', "string").try_cast("bigint")
-    return F.when(is_integral(value), F.coalesce(wrapped, num))
+    return F.when(is_integral(value, kind), F.coalesce(num, wrapped))
 
 
-def as_string(value: Column) -> Column:
+def as_whole_number(value: Column, kind: Kind = None) -> Column:
+    """A BIGINT for ints, longs, and doubles with an integral value in int64 range; else NULL.
+
+    This is MongoDB's `integral64Bit()` test: `2.0` is accepted where an integer is required.
+    """
+    dbl = as_double(value, kind)
+    whole = F.when(
+        (dbl == F.floor(dbl)) & (dbl >= -(2.0**63)) & (dbl < 2.0**63), dbl.try_cast("bigint")
+    )
+    return F.coalesce(as_long(value, kind), whole)
+
+
+def as_string(value: Column, kind: Kind = None) -> Column:
     """The value as a Spark STRING when it is an MQL string; NULL otherwise."""
-    return F.when(schema_of(value) == "STRING", F.try_variant_get(value, "$", "string"))
+    text = F.try_variant_get(value, "$", "string")
+    if kind == "string":
+        return text
+    if kind is None:
+        return F.when(schema_of(value) == "STRING", text)
+    return F.when(kind_in(kind, ("string",)), text)
 
 
-def as_bool(value: Column) -> Column:
+def as_bool(value: Column, kind: Kind = None) -> Column:
     """The value as a Spark BOOLEAN when it is an MQL bool; NULL otherwise."""
-    return F.when(schema_of(value) == "BOOLEAN", F.try_variant_get(value, "$", "boolean"))
+    flag = F.try_variant_get(value, "$", "boolean")
+    if kind == "bool":
+        return flag
+    if kind is None:
+        return F.when(schema_of(value) == "BOOLEAN", flag)
+    return F.when(kind_in(kind, ("bool",)), flag)
 
 
-def as_timestamp(value: Column) -> Column:
+def as_timestamp(value: Column, kind: Kind = None) -> Column:
     """The value as a Spark TIMESTAMP when it is an MQL date; NULL otherwise.
 
     Accepts `{"$date": "<ISO>"}`, `{"$date": <epoch ms>}` and
     `{"$date": {"$numberLong": "<epoch ms>"}}`, the relaxed and canonical EJSON forms.
     """
-    iso = F.try_variant_get(value, '$["$date"]', "string")
+    inner = '$["$date"]'
+    iso = F.try_variant_get(value, inner, "string")
     millis = F.coalesce(
         F.try_variant_get(value, '$["$date"]["$numberLong"]', "string").try_cast("bigint"),
         F.when(
-            schema_of(value).isin("OBJECT<`$date`: BIGINT>", "OBJECT<`$date`: DOUBLE>"),
-            F.try_variant_get(value, '$["$date"]', "bigint"),
+            F.schema_of_variant(_key(value, "$date")).isin("BIGINT", "DOUBLE"),
+            F.try_variant_get(value, inner, "bigint"),
         ),
     )
     parsed = F.coalesce(F.timestamp_millis(millis), F.try_to_timestamp(iso))
-    return F.when(mql_type(value) == "date", parsed)
+    if kind == "date":
+        return parsed
+    return F.when(kind_in(_kind(value, kind), ("date",)), parsed)
 
 
-def as_epoch_ms(value: Column) -> Column:
+def as_epoch_ms(value: Column, kind: Kind = None) -> Column:
     """The date as milliseconds since the epoch (BIGINT); NULL unless the value is a date."""
-    return F.unix_millis(as_timestamp(value))
+    return F.unix_millis(as_timestamp(value, kind))
 
 
-def as_array(value: Column) -> Column:
+def as_array(value: Column, kind: Kind = None) -> Column:
     """The value as a Spark `ARRAY<VARIANT>` when it is an MQL array; NULL otherwise."""
-    return F.when(
-        schema_of(value).startswith("ARRAY"), F.try_variant_get(value, "$", "array<variant>")
-    )
+    # A variant cast to array<variant> fails (NULL) for non-arrays, so no guard is needed.
+    del kind
+    return F.try_variant_get(value, "$", "array<variant>")
 
 
-def as_object_map(value: Column) -> Column:
+def as_object_map(value: Column, kind: Kind = None) -> Column:
     """The value as a Spark `MAP<STRING, VARIANT>` when it is an MQL object; NULL otherwise."""
-    return F.when(
-        mql_type(value) == "object", F.try_variant_get(value, "$", "map<string, variant>")
-    )
+    as_map = F.try_variant_get(value, "$", "map<string, variant>")
+    if kind == "object":
+        return as_map
+    return F.when(kind_in(_kind(value, kind), ("object",)), as_map)
 
 
 def to_json(value: Column) -> Column:
@@ -257,30 +397,65 @@ def to_json(value: Column) -> Column:
 # --------------------------------------------------------------------------- truthiness & order
 
 
-def truthy(value: Column) -> Column:
+def truthy(value: Column, kind: Kind = None) -> Column:
     """MQL truthiness as a Spark BOOLEAN (never NULL).
 
     False, null, missing and numeric zero are false; everything else is true.
     """
-    kind = mql_type(value)
+    if isinstance(kind, str):
+        if kind in ("missing", "null"):
+            return F.lit(False)
+        if kind == "bool":
+            return F.coalesce(as_bool(value, kind), F.lit(False))
+        if kind in NUMERIC_TYPES:
+            return F.coalesce(as_double(value, kind) != 0, F.lit(False))
+        return F.lit(True)
+    kind = _kind(value, kind)
     return (
         F.when(kind.isin("missing", "null"), F.lit(False))
-        .when(kind == "bool", F.coalesce(as_bool(value), F.lit(False)))
-        .when(kind.isin(*NUMERIC_TYPES), F.coalesce(as_double(value) != 0, F.lit(False)))
+        .when(kind == "bool", F.coalesce(as_bool(value, "bool"), F.lit(False)))
+        .when(kind.isin(*NUMERIC_TYPES), F.coalesce(as_double(value, kind) != 0, F.lit(False)))
         .otherwise(F.lit(True))
     )
 
 
-def type_rank(value: Column) -> Column:
+def type_rank(value: Column, kind: Kind = None) -> Column:
     """The BSON comparison rank of a value's type (see `TYPE_RANK`)."""
-    kind = mql_type(value)
-    expr = F.when(F.lit(False), F.lit(0))
-    for name, rank in TYPE_RANK.items():
-        expr = expr.when(kind == name, F.lit(rank))
-    return expr.otherwise(F.lit(99))
+    if isinstance(kind, str):
+        return F.lit(TYPE_RANK.get(kind, 13))
+    kind = _kind(value, kind)
+    pairs = [item for name, rank in TYPE_RANK.items() for item in (F.lit(name), F.lit(rank))]
+    return F.coalesce(F.create_map(*pairs)[kind], F.lit(13))
 
 
-def compare(left: Column, right: Column) -> Column:
+def _sign(a: Column, b: Column) -> Column:
+    return F.when(a < b, F.lit(-1)).when(a > b, F.lit(1)).otherwise(F.lit(0))
+
+
+def _same_rank_compare(left: Column, right: Column, lk: Kind, rk: Kind, rank: Column) -> Column:
+    both_integral = kind_in(lk, INTEGRAL_TYPES) & kind_in(rk, INTEGRAL_TYPES)
+    num = F.when(both_integral, _sign(as_long(left, lk), as_long(right, rk))).otherwise(
+        _sign(as_double(left, lk), as_double(right, rk))
+    )
+    return (
+        F.when(rank == TYPE_RANK["null"], F.lit(0))
+        .when(rank == TYPE_RANK["int"], num)
+        .when(
+            rank == TYPE_RANK["string"],
+            _sign(as_string(left, "string"), as_string(right, "string")),
+        )
+        .when(
+            rank == TYPE_RANK["bool"],
+            _sign(as_bool(left, "bool").cast("int"), as_bool(right, "bool").cast("int")),
+        )
+        .when(
+            rank == TYPE_RANK["date"], _sign(as_epoch_ms(left, "date"), as_epoch_ms(right, "date"))
+        )
+        .otherwise(_sign(F.to_json(left), F.to_json(right)))
+    )
+
+
+def compare(left: Column, right: Column, left_kind: Kind = None, right_kind: Kind = None) -> Column:
     """MQL comparison of two values: -1, 0 or 1 (an INT column, never NULL).
 
     Types compare by BSON rank first; numbers by value (int/long exactly, otherwise as
@@ -288,24 +463,15 @@ def compare(left: Column, right: Column) -> Column:
     arrays compare by their Extended JSON text, an approximation of BSON's field-by-field
     comparison that agrees on equality of equal documents.
     """
-    rank_l, rank_r = type_rank(left), type_rank(right)
-    both_integral = is_integral(left) & is_integral(right)
-
-    def sign(a: Column, b: Column) -> Column:
-        return F.when(a < b, F.lit(-1)).when(a > b, F.lit(1)).otherwise(F.lit(0))
-
-    same_rank = (
-        F.when(rank_l == TYPE_RANK["null"], F.lit(0))
-        .when(both_integral, sign(as_long(left), as_long(right)))
-        .when(rank_l == TYPE_RANK["double"], sign(as_double(left), as_double(right)))
-        .when(rank_l == TYPE_RANK["string"], sign(as_string(left), as_string(right)))
-        .when(rank_l == TYPE_RANK["bool"], sign(as_bool(left).cast("int"), as_bool(right).cast("int")))
-        .when(rank_l == TYPE_RANK["date"], sign(as_epoch_ms(left), as_epoch_ms(right)))
-        .otherwise(sign(F.to_json(left), F.to_json(right)))
-    )
-    return F.when(rank_l != rank_r, sign(rank_l, rank_r)).otherwise(same_rank)
+    lk = left_kind if left_kind is not None else kind_of(left)
+    rk = right_kind if right_kind is not None else kind_of(right)
+    rank_l, rank_r = type_rank(left, lk), type_rank(right, rk)
+    if isinstance(lk, str) and isinstance(rk, str) and TYPE_RANK.get(lk) != TYPE_RANK.get(rk):
+        return _sign(rank_l, rank_r)
+    same = _same_rank_compare(left, right, lk, rk, rank_l)
+    return F.when(rank_l != rank_r, _sign(rank_l, rank_r)).otherwise(same)
 
 
-def equals(left: Column, right: Column) -> Column:
+def equals(left: Column, right: Column, left_kind: Kind = None, right_kind: Kind = None) -> Column:
     """MQL equality (`$eq` in expressions) as a Spark BOOLEAN; missing equals null."""
-    return compare(left, right) == 0
+    return compare(left, right, left_kind, right_kind) == 0

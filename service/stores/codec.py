@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
+from bson.errors import InvalidId
 from bson.regex import Regex
 
 from .errors import InvalidDocument, InvalidQuery
@@ -90,9 +91,10 @@ def normalize_filter(query: Mapping[str, Any] | None, *, path: str = "/filter") 
         raise InvalidQuery("the filter must be an object", path=path)
     _reject_operators(query, path)
     try:
-        return _walk(dict(query), path, _filter_leaf)
+        checked: dict[str, Any] = _walk(dict(query), path, _filter_leaf)
     except InvalidDocument as exc:
         raise InvalidQuery(exc.message, path=exc.path, code=exc.code) from None
+    return checked
 
 
 def to_storage_json(value: Any, *, path: str = "") -> str:
@@ -209,7 +211,7 @@ def _decode_object(obj: dict[str, Any]) -> Any:
             return ObjectId(inner)
         if key == "$binary" and isinstance(inner, dict) and inner.get("subType") == "00":
             return base64.b64decode(inner["base64"], validate=True)
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, InvalidId):
         return obj  # not valid EJSON after all: keep the user's object as it is
     return obj
 

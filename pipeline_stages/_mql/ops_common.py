@@ -1,0 +1,283 @@
+"""Shared machinery of the operator modules: the compile context, operands, errors.
+
+Every operator compiler has the signature `(ctx: Ctx) -> Expr`. `ctx.spec` is the operator's
+raw argument, `ctx.path` the JSON pointer of the operator key, and `ctx.sub(...)` compiles a
+nested expression. Operands go through `ctx.arg(expr)`, which materialises the value and its
+type tag once (see `Scope.bind`) so that the many type checks an operator makes all read the
+same two cheap columns.
+
+Errors: an operator's `Expr.error` is the first argument error (in argument order), else its
+own error. MongoDB evaluates arguments left to right and stops at the first failure, so
+"first argument's error" matches it for everything but short-circuiting operators, which
+build their errors themselves (`$cond`, `$switch`, `$ifNull`, `$and`, `$or`, `$convert`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
+from pipeline_stages._mql import values as V
+from pipeline_stages._mql.scope import NOT_CONSTANT, Expr, Scope
+
+CompileFn = Callable[[Any, Scope, str, ProblemCollector], Expr]
+
+ANY_NUMBER = frozenset({"int", "long", "double", "decimal"})
+NULLISH = frozenset({"missing", "null"})
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An operand ready for repeated use: cheap value and type-tag columns, plus its error.
+
+    `k` is what to pass as `kind` to the `values` helpers: the static type name when known
+    (so checks fold away in Python), else the tag column.
+    """
+
+    value: Column
+    kind: Column
+    static: str | None
+    error: Column | None
+    const: Any = NOT_CONSTANT
+    kinds: frozenset[str] | None = None
+
+    @property
+    def k(self) -> V.Kind:
+        """The type tag to hand to `values` helpers."""
+        return self.static if self.static is not None else self.kind
+
+    def kind_in(self, names: Iterable[str]) -> Column:
+        """A BOOLEAN: the operand's type is one of `names`."""
+        return V.kind_in(self.k, tuple(names))
+
+    @property
+    def nullish(self) -> Column:
+        """True when the operand is missing or null."""
+        return V.is_nullish(self.value, self.k)
+
+    @property
+    def is_const(self) -> bool:
+        """True when the operand is a compile-time constant."""
+        return self.const is not NOT_CONSTANT
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Everything an operator compiler needs."""
+
+    op: str
+    spec: Any
+    path: str
+    scope: Scope
+    problems: ProblemCollector
+    compile_fn: CompileFn
+
+    def sub(self, spec: Any, *tokens: str | int, scope: Scope | None = None) -> Expr:
+        """Compile a nested expression found at `tokens` below the operator."""
+        return self.compile_fn(
+            spec, scope or self.scope, join_path(self.path, *tokens), self.problems
+        )
+
+    def with_scope(self, scope: Scope) -> Ctx:
+        """The same context over another scope."""
+        return replace(self, scope=scope)
+
+    def fail(
+        self, message: str, *tokens: str | int, code: str = ProblemCode.INVALID_ARGUMENTS
+    ) -> Expr:
+        """Record a compile-time problem at `tokens` and return a placeholder expression."""
+        self.problems.error(join_path(self.path, *tokens), str(code), message)
+        return placeholder()
+
+    def unsupported(self, message: str, *tokens: str | int) -> Expr:
+        """Record an `unsupported_option` problem and return a placeholder."""
+        return self.fail(message, *tokens, code=ProblemCode.UNSUPPORTED_OPTION)
+
+    def bind(self, col: Column) -> Column:
+        """Materialise `col` once (see `Scope.bind`)."""
+        return self.scope.bind(col)
+
+    def arg(self, expr: Expr) -> Arg:
+        """Turn a compiled operand into an `Arg` with its value and type tag materialised."""
+        value = expr.value if (expr.cheap or expr.is_const) else self.bind(expr.value)
+        static = expr.static_kind
+        kind = F.lit(static) if static is not None else self.bind(narrow_kind(value, expr.kinds))
+        return Arg(value, kind, static, expr.error, expr.const, expr.kinds)
+
+
+def narrow_kind(value: Column, kinds: frozenset[str] | None) -> Column:
+    """The type tag of `value`, using what is statically known to keep it cheap."""
+    if kinds is not None:
+        concrete = kinds - NULLISH
+        if len(concrete) == 1:
+            tag = F.when(value.isNull(), F.lit("missing"))
+            tag = tag.when(F.is_variant_null(value), F.lit("null"))
+            return tag.otherwise(F.lit(next(iter(concrete))))
+    return V.kind_of(value)
+
+
+def placeholder() -> Expr:
+    """What a broken sub-expression compiles to (the pipeline is rejected anyway)."""
+    return Expr(value=V.null(), kinds=frozenset({"null"}), const=None)
+
+
+def constant(value: Any) -> Expr:
+    """A compile-time constant expression."""
+    return Expr(
+        value=V.literal(value), kinds=frozenset({V.literal_kind(value)}), const=value, cheap=True
+    )
+
+
+def first_error(*errors: Column | None) -> Column | None:
+    """The first non-NULL error among `errors` (in order), or None when none can fail."""
+    present = [e for e in errors if e is not None]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else F.coalesce(*present)
+
+
+def result(
+    value: Column,
+    *arg_errors: Column | None,
+    own: Column | None = None,
+    kinds: Iterable[str] | None = None,
+) -> Expr:
+    """Build an operator's `Expr`: argument errors first, then the operator's own error."""
+    return Expr(
+        value=value,
+        error=first_error(*arg_errors, own),
+        kinds=frozenset(kinds) if kinds is not None else None,
+    )
+
+
+def errors_of(args: Iterable[Arg | Expr]) -> list[Column | None]:
+    """The error columns of some operands, in order."""
+    return [a.error for a in args]
+
+
+def text(value: Column | str) -> Column:
+    """A STRING column from a literal string or a column."""
+    return F.lit(value) if isinstance(value, str) else value
+
+
+def message(*parts: Column | str) -> Column:
+    """Concatenate literal and column parts into an error message."""
+    return F.concat(*[text(p) for p in parts])
+
+
+def kind_text(arg: Arg) -> Column | str:
+    """The operand's MQL type name, for messages."""
+    return arg.static if arg.static is not None else arg.kind
+
+
+def number_text(col: Column) -> Column:
+    """A number rendered like MongoDB prints it in messages (`2`, not `2.0`)."""
+    return double_text(col.cast("double"))
+
+
+def positional(ctx: Ctx, min_n: int, max_n: int | None = None) -> list[Expr] | None:
+    """Compile the operands of an operator taking an argument list (or one bare argument).
+
+    Records MongoDB's arity message and returns None when the count is wrong.
+    """
+    items = ctx.spec if isinstance(ctx.spec, list) else [ctx.spec]
+    n = len(items)
+    if min_n <= n and (max_n is None or n <= max_n):
+        if isinstance(ctx.spec, list):
+            return [ctx.sub(item, i) for i, item in enumerate(items)]
+        return [ctx.sub(ctx.spec)]
+    if max_n == min_n:
+        msg = f"Expression {ctx.op} takes exactly {min_n} arguments. {n} were passed in."
+    elif max_n is None:
+        msg = f"Expression {ctx.op} takes at least {min_n} arguments, but {n} were passed in."
+    else:
+        msg = (
+            f"Expression {ctx.op} takes at least {min_n} arguments, and at most {max_n}, "
+            f"but {n} were passed in."
+        )
+    ctx.fail(msg)
+    return None
+
+
+def named(
+    ctx: Ctx, required: Iterable[str], optional: Iterable[str] = (), what: str = "parameter"
+) -> dict[str, Any] | None:
+    """Validate an object of named arguments; returns the raw specs, or None if invalid."""
+    if not isinstance(ctx.spec, dict):
+        ctx.fail(f"{ctx.op} only supports an object as its argument")
+        return None
+    allowed = set(required) | set(optional)
+    ok = True
+    for key in ctx.spec:
+        if key not in allowed:
+            ctx.fail(f"Unrecognized {what} to {ctx.op}: {key}", key)
+            ok = False
+    for key in required:
+        if key not in ctx.spec:
+            ctx.fail(f"Missing '{key}' parameter to {ctx.op}")
+            ok = False
+    return dict(ctx.spec) if ok else None
+
+
+def when_all(pairs: list[tuple[Column, Column]], otherwise: Column | None = None) -> Column:
+    """`CASE WHEN c1 THEN v1 WHEN c2 THEN v2 ... [ELSE otherwise] END`."""
+    expr = F.when(pairs[0][0], pairs[0][1])
+    for cond, val in pairs[1:]:
+        expr = expr.when(cond, val)
+    return expr.otherwise(otherwise) if otherwise is not None else expr
+
+
+def null_if_nullish(args: list[Arg], value: Column) -> Column:
+    """`null` when any operand is nullish, else `value`."""
+    any_null = F.lit(False)
+    for a in args:
+        if a.static is None or a.static in NULLISH:
+            any_null = any_null | a.nullish
+    return F.when(any_null, V.null()).otherwise(value)
+
+
+def valid_variable_name(ctx: Ctx, name: Any, *tokens: str | int) -> bool:
+    """MongoDB's rule for user variable names (`as`, `$let` vars); records a problem if bad."""
+    if not isinstance(name, str) or not name:
+        ctx.fail(f"empty variable names are not allowed: {name!r}", *tokens)
+        return False
+    first = name[0]
+    if not (first.islower() and first.isascii()) and first.isascii():
+        ctx.fail(f"'{name}' starts with an invalid character for a user variable name", *tokens)
+        return False
+    for ch in name[1:]:
+        if ch.isascii() and not (ch.isalnum() or ch == "_"):
+            ctx.fail(f"'{name}' contains an invalid character for a variable name: '{ch}'", *tokens)
+            return False
+    return True
+
+
+def first_element_error(errors: Column) -> Column:
+    """The first non-NULL entry of an `ARRAY<STRING>` of per-element errors, or NULL."""
+    return F.try_element_at(F.array_compact(errors), F.lit(1))
+
+
+def double_text(x: Column) -> Column:
+    """A DOUBLE as MongoDB's `{}` formatting prints it: shortest digits, `1`, `0.5`, `1e+20`."""
+    positional = F.regexp_replace(
+        F.regexp_replace(x.try_cast("decimal(38,20)").cast("string"), r"0+$", ""), r"\.$", ""
+    )
+    java = x.cast("string")  # Java's shortest form, e.g. 1.0E20, 1.5E-5
+    mantissa = F.regexp_replace(F.regexp_extract(java, r"^(-?[0-9.]+)E", 1), r"\.0$", "")
+    exponent = F.regexp_extract(java, r"E(-?[0-9]+)$", 1).cast("int")
+    sign = F.when(exponent < 0, F.lit("-")).otherwise(F.lit("+"))
+    scientific = F.concat(mantissa, F.lit("e"), sign, F.lpad(F.abs(exponent).cast("string"), 2, "0"))
+    magnitude = F.abs(x)
+    return (
+        F.when(F.isnan(x), F.lit("NaN"))
+        .when(x == float("inf"), F.lit("Infinity"))
+        .when(x == float("-inf"), F.lit("-Infinity"))
+        .when(x == 0, F.when(java == "-0.0", F.lit("-0")).otherwise(F.lit("0")))
+        .when((magnitude >= 1e-4) & (magnitude < 1e16), positional)
+        .otherwise(scientific)
+    )

@@ -1,0 +1,183 @@
+"""Field conditions and MongoDB's array-traversal rules for dotted query paths.
+
+A query on `a.b` considers every value the path reaches (MongoDB's `ElementPath`):
+
+* through an object, the path continues into the named field; a scalar or missing value on
+  the way yields *missing* (so `{"a.b": null}` matches `{a: 4}`);
+* through an array, the path continues into every element that is an object; other elements
+  are skipped, and an array none of whose elements yields anything yields nothing at all (so
+  `{"a.b": null}` does not match `{a: [1, 2]}` but `{"a.b": {$ne: null}}` does; this is
+  MongoDB 8.0's behaviour). A numeric component (`a.0.b`) also selects that element by
+  position, when it is an object or array (or whatever it is, at the end of the path);
+* at the end of the path, most operators test the value and, when it is an array, each of
+  its elements (`{a: 5}` matches `{a: [1, 5]}`); a value reached by position is not
+  expanded; `$size`, `$elemMatch` and `$exists` never expand.
+
+A field matches when any reached value passes the test. Negative operators (`$ne`, `$nin`,
+`$not`, `$exists: false`) negate the whole positive match, as MongoDB does.
+
+How it compiles: per path, `Paths` builds one array of the reached values, each typed once
+(`typed_array`), and every operator on the path is one `exists` over that same array. The
+array expression is built once per path and shared, so Spark computes it once per row, and the
+generated code grows linearly with the filter (nested per-operator traversals made Spark's
+generated methods too large to JIT-compile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from pipeline_stages._mql.query_compare import Test
+from pipeline_stages._mql.query_values import (
+    Typed,
+    array_index,
+    as_array,
+    get_field,
+    get_index,
+    is_any_object,
+    typed_array,
+)
+
+
+@dataclass
+class Paths:
+    """The reached-values arrays of one compilation, built once per (document, path, mode)."""
+
+    _cache: dict[tuple[int, tuple[str, ...], bool], tuple[Column, Column]] = field(
+        default_factory=dict
+    )
+
+    def reached(self, doc: Column, parts: Sequence[str], *, expand: bool) -> Column:
+        """`ARRAY<STRUCT<v, s>>` of the values `parts` reaches in `doc` (see module doc)."""
+        key = (id(doc), tuple(parts), expand)
+        if key not in self._cache:
+            # The cache holds `doc` too, so its id cannot be reused while the entry lives.
+            self._cache[key] = (typed_array(_reach(doc, parts, expand=expand)), doc)
+        return self._cache[key][0]
+
+
+class FieldCond:
+    """A compiled field condition: applied along a path, or to one value (`$elemMatch`)."""
+
+    def on_path(self, paths: Paths, doc: Column, parts: Sequence[str]) -> Column:
+        """Whether the field at `parts` of document `doc` matches."""
+        raise NotImplementedError
+
+    def on_value(self, value: Typed) -> Column:
+        """Whether one value matches (no path, no array expansion)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Leaf(FieldCond):
+    """One operator's test; `expand` also tests the elements of an array at the path's end."""
+
+    test: Test
+    expand: bool = True
+
+    def on_path(self, paths: Paths, doc: Column, parts: Sequence[str]) -> Column:
+        """Whether any value the path reaches passes the test."""
+        values = paths.reached(doc, parts, expand=self.expand)
+        found = F.exists(values, lambda typed: self.test(Typed.of_struct(typed)))
+        return F.coalesce(found, F.lit(False))
+
+    def on_value(self, value: Typed) -> Column:
+        """Whether the value itself passes the test."""
+        return self.test(value)
+
+
+@dataclass(frozen=True)
+class Negated(FieldCond):
+    """`$not`, `$ne`, `$nin`, `$exists: false`: the negation of a positive condition."""
+
+    inner: FieldCond
+
+    def on_path(self, paths: Paths, doc: Column, parts: Sequence[str]) -> Column:
+        """True where the positive condition does not match the field."""
+        return ~self.inner.on_path(paths, doc, parts)
+
+    def on_value(self, value: Typed) -> Column:
+        """True where the positive condition does not match the value."""
+        return ~self.inner.on_value(value)
+
+
+@dataclass(frozen=True)
+class AllOf(FieldCond):
+    """Several operators on one field (`{$gt: 1, $lt: 5}`, `$all`): each must match."""
+
+    conds: tuple[FieldCond, ...]
+
+    def on_path(self, paths: Paths, doc: Column, parts: Sequence[str]) -> Column:
+        """Each condition matches the field (not necessarily through the same element)."""
+        return conjoin([c.on_path(paths, doc, parts) for c in self.conds])
+
+    def on_value(self, value: Typed) -> Column:
+        """Each condition matches the value."""
+        return conjoin([c.on_value(value) for c in self.conds])
+
+
+def conjoin(columns: Sequence[Column]) -> Column:
+    """AND of the columns (True for none)."""
+    if not columns:
+        return F.lit(True)
+    result = columns[0]
+    for column in columns[1:]:
+        result = result & column
+    return result
+
+
+def first_step(doc: Column, part: str) -> Column:
+    """Field `part` of the document being matched.
+
+    Inside `$elemMatch` the "document" may be an array, whose fields are its positions.
+    """
+    index = array_index(part)
+    if index is None:
+        return get_field(doc, part)
+    return F.coalesce(get_field(doc, part), get_index(doc, index))
+
+
+def _reach(doc: Column, parts: Sequence[str], *, expand: bool) -> Column:
+    """`ARRAY<VARIANT>` of the values reached (SQL NULL elements stand for missing)."""
+    level = F.array(first_step(doc, parts[0]))
+    by_position = None
+    for depth, part in enumerate(parts[1:], start=2):
+        at_end = depth == len(parts)
+        index = array_index(part)
+        if at_end and index is not None:
+            by_position = F.flatten(F.transform(level, lambda v, i=index: _picked(v, i)))
+        level = F.flatten(F.transform(level, lambda v, p=part, end=at_end: _step(v, p, end)))
+    if expand:
+        level = F.flatten(F.transform(level, _expanded))
+    return level if by_position is None else F.concat(level, by_position)
+
+
+def _step(value: Column, part: str, at_end: bool) -> Column:
+    """The values one more path component reaches from `value`."""
+    elements = as_array(value)
+    through = F.transform(F.filter(elements, is_any_object), lambda e: get_field(e, part))
+    index = array_index(part)
+    if index is not None and not at_end:
+        # Positional selection continues only into an object or array element.
+        picked = get_index(value, index)
+        container = is_any_object(picked) | as_array(picked).isNotNull()
+        through = F.concat(through, F.filter(F.array(picked), lambda _: container))
+    return F.when(elements.isNotNull(), through).otherwise(F.array(get_field(value, part)))
+
+
+def _picked(value: Column, index: int) -> Column:
+    """The element a final numeric component selects: tested as is, without expansion."""
+    picked = get_index(value, index)
+    return F.filter(F.array(picked), lambda e: e.isNotNull() & as_array(value).isNotNull())
+
+
+def _expanded(value: Column) -> Column:
+    """A value at the end of the path and, when it is an array, its elements."""
+    elements = as_array(value)
+    return F.when(elements.isNotNull(), F.concat(elements, F.array(value))).otherwise(
+        F.array(value)
+    )

@@ -1,0 +1,45 @@
+"""`$hoppingWindow`: fixed-size event-time windows whose starts are `hopSize` apart.
+
+Supported Atlas fields: `interval` (required, size > 0), `hopSize` (required, size > 0),
+`pipeline` (required, non-empty), `offset` (`{offsetFromUtc, unit}`), `allowedLateness`
+(duration or 0, default 3 s, at most 30 min), `idleTimeout` (duration or 0, default
+disabled), `boundary` (`eventTime` default, or `processingTime`, which forbids
+`allowedLateness` and `idleTimeout`).
+
+`hopSize < interval` gives overlapping windows; `hopSize > interval` gives gaps whose
+documents are not processed (atlas-semantics.md §3.6, §4.1). Nothing is rejected beyond the
+Atlas rules. The DLQ operator of a window is that of the first window-aware operator of its
+inner pipeline, so this module has no `OPERATOR_NAME`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from pipeline_stages._base import Offset
+from pipeline_stages._windows_common import (
+    BoundedWindowSpecBase,
+    IntervalDuration,
+    PositiveDuration,
+    WindowGeometry,
+)
+
+KEY = "$hoppingWindow"
+
+
+class HoppingWindowSpec(BoundedWindowSpecBase):
+    """The body of `$hoppingWindow`."""
+
+    interval: IntervalDuration
+    hop_size: PositiveDuration = Field(alias="hopSize")
+    offset: Offset | None = None
+
+    def geometry(self) -> WindowGeometry:
+        """The window's timing in milliseconds."""
+        return WindowGeometry(
+            interval_ms=self.interval.ms,
+            hop_ms=self.hop_size.ms,
+            offset_ms=self.offset.ms if self.offset else 0,
+            allowed_lateness_ms=self.allowed_lateness_ms(),
+            idle_timeout_ms=self.idle_timeout_ms(),
+        )

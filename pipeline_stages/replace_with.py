@@ -1,0 +1,24 @@
+"""`$replaceWith`: `$replaceRoot` whose body is the `newRoot` expression itself.
+
+The body is any MQL expression, kept as raw JSON. MongoDB defines `$replaceWith` as an alias
+of `$replaceRoot`, hence the DLQ operator name `ReplaceRootOperator`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline_stages._base import BodySpec
+
+KEY = "$replaceWith"
+OPERATOR_NAME = "ReplaceRootOperator"
+
+
+class ReplaceWithSpec(BodySpec):
+    """The body of `$replaceWith`: the raw `newRoot` expression."""
+
+    new_root: Any
+
+    @classmethod
+    def _fields_from_body(cls, raw: Any) -> dict[str, Any]:
+        return {"new_root": raw}

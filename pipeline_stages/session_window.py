@@ -1,0 +1,61 @@
+"""`$sessionWindow`: per-partition windows that close after a `gap` without documents.
+
+Supported Atlas fields: `partitionBy` (required; a field path or a single-operator
+expression, not a multi-key embedded document), `gap` (required, size > 0), `pipeline`
+(required, non-empty), `boundary` (`eventTime` default, or `processingTime`, which forbids
+`allowedLateness` and `idleTimeout`), `allowedLateness` (duration or 0, default 3 s, at most
+30 min), `idleTimeout` (duration or 0, default disabled; shared with the other windows).
+`offset` does not exist for sessions and is rejected as an unknown field.
+
+Two documents of one partition share a session when their timestamps differ by less than
+`gap`; the output window is `[first ts, last ts + gap)` (atlas-semantics.md §3.6). The DLQ
+operator of a window is that of the first window-aware operator of its inner pipeline, so this
+module has no `OPERATOR_NAME`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from pipeline_stages._base import ProblemCode, custom_error, describe
+from pipeline_stages._windows_common import BoundedWindowSpecBase, PositiveDuration
+
+KEY = "$sessionWindow"
+
+
+@dataclass(frozen=True)
+class SessionGeometry:
+    """A session window's timing in milliseconds (see `WindowGeometry` for the fields)."""
+
+    gap_ms: int
+    allowed_lateness_ms: int
+    idle_timeout_ms: int | None
+
+
+class SessionWindowSpec(BoundedWindowSpecBase):
+    """The body of `$sessionWindow`."""
+
+    partition_by: Any = Field(alias="partitionBy")
+    gap: PositiveDuration
+
+    @field_validator("partition_by")
+    @classmethod
+    def _simple_partition(cls, value: Any) -> Any:
+        if isinstance(value, dict) and (len(value) != 1 or not next(iter(value)).startswith("$")):
+            raise custom_error(
+                ProblemCode.INVALID_VALUE,
+                "partitionBy must be a single field path or a simple expression, not an "
+                f"embedded document, got {describe(value)}",
+            )
+        return value
+
+    def geometry(self) -> SessionGeometry:
+        """The window's timing in milliseconds."""
+        return SessionGeometry(
+            gap_ms=self.gap.ms,
+            allowed_lateness_ms=self.allowed_lateness_ms(),
+            idle_timeout_ms=self.idle_timeout_ms(),
+        )

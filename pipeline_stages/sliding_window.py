@@ -1,0 +1,62 @@
+"""`$slidingWindow`: a Sluice extension, NOT an Atlas stage (Kafka Streams KIP-450 windows).
+
+Atlas has no sliding window. This stage follows Kafka Streams' `SlidingWindows`: every
+document defines a window covering the `timeDifference` before it (both ends inclusive), so an
+aggregate exists for each distinct set of documents that lie within `timeDifference` of each
+other. Fields:
+
+* `timeDifference` (required, size > 0): the window length;
+* `grace` (duration or 0, default 3 s like Atlas `allowedLateness`, at most 30 min): how long
+  after a window's end a document is still accepted; later documents are late (DLQ);
+* `idleTimeout` (duration or 0, default disabled): as for the Atlas windows;
+* `pipeline` (required, non-empty): the inner pipeline, with the same rules as Atlas windows.
+
+There is no `boundary` (sliding windows are event-time only) and no `offset` (windows are not
+aligned to the epoch); both are rejected as unknown fields. The DLQ operator of a window is
+that of the first window-aware operator of its inner pipeline, so this module has no
+`OPERATOR_NAME`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from pipeline_stages._windows_common import (
+    THREE_SECONDS,
+    Grace,
+    PositiveDuration,
+    WindowSpecBase,
+    duration_ms,
+)
+
+KEY = "$slidingWindow"
+
+
+@dataclass(frozen=True)
+class SlidingGeometry:
+    """A sliding window's timing in milliseconds; `grace` is reported as allowed lateness."""
+
+    time_difference_ms: int
+    allowed_lateness_ms: int
+    idle_timeout_ms: int | None
+
+
+class SlidingWindowSpec(WindowSpecBase):
+    """The body of the Sluice `$slidingWindow` extension."""
+
+    time_difference: PositiveDuration = Field(alias="timeDifference")
+    grace: Grace = THREE_SECONDS
+
+    def allowed_lateness_ms(self) -> int:
+        """The grace period in ms (the sliding window's allowed lateness)."""
+        return duration_ms(self.grace)
+
+    def geometry(self) -> SlidingGeometry:
+        """The window's timing in milliseconds."""
+        return SlidingGeometry(
+            time_difference_ms=self.time_difference.ms,
+            allowed_lateness_ms=self.allowed_lateness_ms(),
+            idle_timeout_ms=self.idle_timeout_ms(),
+        )

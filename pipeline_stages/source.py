@@ -1,0 +1,214 @@
+"""`$source`: where documents come from (first stage, exactly one).
+
+The connection type is only known at compile time, so the spec holds the union of the
+documented forms; it checks what holds whatever the type, and the compiler checks the
+combinations that depend on it (using `model_fields_set` to see what the user wrote).
+
+* Common: `connectionName` (required unless `documents` is given), `timeField`
+  (`{$toDate: <expr>}`, `{$dateFromString: {...}}` or a `"$field"` path), `tsFieldName`
+  (default `_ts`, no dots), `streamMetaFieldName` (default `_stream_meta`, `""` disables).
+* Kafka: `topic` (string or array), `partitionIdleTimeout` (duration, default disabled),
+  `config {auto_offset_reset, group_id, enable_auto_commit, keyFormat, keyFormatError}`.
+* Change stream: `db`, `coll` (string or array; needs `db`), `readPreference`,
+  `readPreferenceTags`, `config {fullDocument, fullDocumentBeforeChange, fullDocumentOnly,
+  startAfter | startAtOperationTime, pipeline, maxAwaitTimeMS}`.
+* Document array: `documents` (an array of objects or an expression), not combined with
+  `connectionName`, `topic`, `db` or `coll`.
+* Sluice additions: `config.batchSize` (documents per micro-batch for the `documents`
+  source, default 1 as in Atlas, which makes watermarks advance one document at a time) and
+  `path` (a file or directory under a File connection's root).
+
+Rejected with `unsupported_option`: `initialSync` (initial collection scans are not
+implemented), `schemaRegistry` (Avro; Sluice reads JSON/EJSON only), the Kinesis fields
+`stream`, `region`, `shardIdleTimeout`, and the old name `tsFieldOverride`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, StrictBool, field_validator
+
+from pipeline_stages._base import (
+    Duration,
+    OneOrMoreStrings,
+    ProblemCode,
+    WholeNumber,
+    custom_error,
+    describe,
+    field_name_problem,
+)
+from pipeline_stages._problems import CheckedSpec, ErrorList, given
+
+KEY = "$source"
+OPERATOR_NAME = "SourceOperator"
+
+TIME_FIELD_OPERATORS = ("$toDate", "$dateFromString")
+
+
+class SourceConfig(CheckedSpec):
+    """`$source.config`: Kafka, change-stream and Sluice options together (defaults applied)."""
+
+    auto_offset_reset: Literal["end", "latest", "largest", "earliest", "beginning", "smallest"] = (
+        "latest"
+    )
+    group_id: str | None = None
+    enable_auto_commit: StrictBool | None = None  # default depends on the processor kind
+    key_format: Literal["binData", "string", "json", "int", "long", "double"] = Field(
+        default="binData", alias="keyFormat"
+    )
+    key_format_error: Literal["dlq", "passThrough"] = Field(default="dlq", alias="keyFormatError")
+    full_document: Literal["default", "updateLookup", "required", "whenAvailable"] = Field(
+        default="default", alias="fullDocument"
+    )
+    full_document_before_change: Literal["off", "whenAvailable", "required"] = Field(
+        default="off", alias="fullDocumentBeforeChange"
+    )
+    full_document_only: StrictBool = Field(default=False, alias="fullDocumentOnly")
+    start_after: Any = Field(default=None, alias="startAfter")
+    start_at_operation_time: Any = Field(default=None, alias="startAtOperationTime")
+    pipeline: list[dict[str, Any]] | None = None
+    max_await_time_ms: WholeNumber | None = Field(default=None, alias="maxAwaitTimeMS", ge=1)
+    batch_size: WholeNumber = Field(default=1, alias="batchSize", ge=1)
+
+    @classmethod
+    def _check_raw(cls, raw: Mapping[str, Any], errors: ErrorList) -> None:
+        if given(raw, "startAfter") and given(raw, "startAtOperationTime"):
+            errors.add(
+                ("startAtOperationTime",),
+                ProblemCode.INVALID_COMBINATION,
+                "startAfter and startAtOperationTime cannot both be set",
+                raw["startAtOperationTime"],
+            )
+
+
+def _time_field_problem(value: Any) -> str | None:
+    if isinstance(value, str):
+        if value.startswith("$") and not value.startswith("$$") and len(value) > 1:
+            return None
+    elif isinstance(value, dict) and len(value) == 1:
+        operator, argument = next(iter(value.items()))
+        if operator == "$toDate":
+            return None
+        if operator == "$dateFromString":
+            return (
+                None
+                if isinstance(argument, dict) and "dateString" in argument
+                else (
+                    f"$dateFromString takes {{dateString: <expr>, ...}}, got {describe(argument)}"
+                )
+            )
+    return f'timeField must be {{$toDate: <expr>}}, {{$dateFromString: {{...}}}} or a "$field" path, got {describe(value)}'
+
+
+class SourceSpec(CheckedSpec):
+    """The body of `$source`."""
+
+    UNSUPPORTED_OPTIONS = {
+        "initialSync": "initial collection scans are not implemented in Sluice",
+        "schemaRegistry": "Avro and schema registries are not available; messages must be JSON or EJSON",
+        "stream": "Kinesis sources are not available in Sluice",
+        "region": "Kinesis sources are not available in Sluice",
+        "shardIdleTimeout": "Kinesis sources are not available in Sluice",
+        "tsFieldOverride": "it is the old name of tsFieldName; use tsFieldName",
+    }
+
+    connection_name: str | None = Field(default=None, alias="connectionName")
+    documents: Any = None
+    time_field: Any = Field(default=None, alias="timeField")
+    ts_field_name: str = Field(default="_ts", alias="tsFieldName")
+    stream_meta_field_name: str = Field(default="_stream_meta", alias="streamMetaFieldName")
+    topic: OneOrMoreStrings | None = None
+    partition_idle_timeout: Duration | None = Field(default=None, alias="partitionIdleTimeout")
+    db: str | None = None
+    coll: OneOrMoreStrings | None = None
+    read_preference: (
+        Literal["primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"] | None
+    ) = Field(default=None, alias="readPreference")
+    read_preference_tags: list[dict[str, Any]] | None = Field(
+        default=None, alias="readPreferenceTags"
+    )
+    path: str | None = None
+    config: SourceConfig = Field(default_factory=SourceConfig)
+
+    @field_validator("documents")
+    @classmethod
+    def _documents(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return value  # an expression that evaluates to an array
+        if not isinstance(value, list):
+            raise custom_error(
+                "list_type",
+                f"documents must be an array of documents or an expression, got {describe(value)}",
+            )
+        errors = ErrorList()
+        for index, doc in enumerate(value):
+            if not isinstance(doc, dict):
+                errors.add(
+                    (index,),
+                    "dict_type",
+                    f"documents entries must be objects, got {describe(doc)}",
+                    doc,
+                )
+        errors.raise_if_any(cls.__name__)
+        return value
+
+    @field_validator("time_field")
+    @classmethod
+    def _time_field(cls, value: Any) -> Any:
+        if problem := _time_field_problem(value):
+            raise custom_error(ProblemCode.INVALID_VALUE, problem)
+        return value
+
+    @field_validator("ts_field_name")
+    @classmethod
+    def _ts_field_name(cls, value: str) -> str:
+        if problem := field_name_problem(value, dotted=False):
+            raise custom_error(ProblemCode.INVALID_VALUE, f"tsFieldName: {problem}")
+        return value
+
+    @field_validator("stream_meta_field_name")
+    @classmethod
+    def _stream_meta_field_name(cls, value: str) -> str:
+        if value and (problem := field_name_problem(value, dotted=False)):
+            raise custom_error(ProblemCode.INVALID_VALUE, f"streamMetaFieldName: {problem}")
+        return value
+
+    @classmethod
+    def _check_raw(cls, raw: Mapping[str, Any], errors: ErrorList) -> None:
+        if "documents" in raw:
+            for alias in ("connectionName", "topic", "db", "coll"):
+                if given(raw, alias):
+                    errors.add(
+                        (alias,),
+                        ProblemCode.INVALID_COMBINATION,
+                        f"documents cannot be combined with {alias}",
+                        raw[alias],
+                    )
+        elif not given(raw, "connectionName"):
+            errors.add(
+                ("connectionName",),
+                "missing",
+                "connectionName is required unless documents is given",
+                None,
+            )
+        if given(raw, "topic") and (given(raw, "db") or given(raw, "coll")):
+            errors.add(
+                ("topic",),
+                ProblemCode.INVALID_COMBINATION,
+                "topic (Kafka) cannot be combined with db/coll (change stream)",
+                raw["topic"],
+            )
+        if given(raw, "coll") and not given(raw, "db"):
+            errors.add(
+                ("db",),
+                "missing",
+                "coll requires db (a change stream on a collection of a database)",
+                None,
+            )
+
+    @property
+    def stream_meta_projected(self) -> bool:
+        """Whether stream metadata is projected into documents (`streamMetaFieldName != ""`)."""
+        return bool(self.stream_meta_field_name)

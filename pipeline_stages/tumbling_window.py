@@ -1,0 +1,41 @@
+"""`$tumblingWindow`: fixed-size, non-overlapping event-time windows.
+
+Supported Atlas fields: `interval` (required, size > 0), `pipeline` (required, non-empty),
+`offset` (`{offsetFromUtc, unit}`), `allowedLateness` (duration or 0, default 3 s, at most
+30 min), `idleTimeout` (duration or 0, default disabled), `boundary` (`eventTime` default, or
+`processingTime`, which forbids `allowedLateness` and `idleTimeout`). Nothing is rejected
+beyond the Atlas rules.
+
+A tumbling window is a hopping window whose hop equals its interval (style guide B.3):
+`as_hopping()` gives that view, so there is one window code path. The DLQ operator of a window
+is that of the first window-aware operator of its inner pipeline, so this module has no
+`OPERATOR_NAME`.
+"""
+
+from __future__ import annotations
+
+from pipeline_stages._base import Offset
+from pipeline_stages._windows_common import BoundedWindowSpecBase, IntervalDuration, WindowGeometry
+from pipeline_stages.hopping_window import HoppingWindowSpec
+
+KEY = "$tumblingWindow"
+
+
+class TumblingWindowSpec(BoundedWindowSpecBase):
+    """The body of `$tumblingWindow`."""
+
+    interval: IntervalDuration
+    offset: Offset | None = None
+
+    def as_hopping(self) -> HoppingWindowSpec:
+        """The same window as a `HoppingWindowSpec` with `hopSize == interval`."""
+        # Fields are already validated; re-validating would send the inner specs through the
+        # Stage union again, which expects raw JSON.
+        fields_set = set(self.model_fields_set) | {"hop_size"}
+        return HoppingWindowSpec.model_construct(
+            _fields_set=fields_set, **dict(self), hop_size=self.interval
+        )
+
+    def geometry(self) -> WindowGeometry:
+        """The window's timing in milliseconds (`hop_ms == interval_ms`)."""
+        return self.as_hopping().geometry()

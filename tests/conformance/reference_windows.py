@@ -1,0 +1,227 @@
+"""The reference window operators: fixed (tumbling/hopping), session and sliding.
+
+Deliberately simple: documents are decided one at a time in arrival order, buffered per
+window, and the inner pipeline's blocking part runs when a window closes. The arithmetic
+comes from `pipeline_stages._windowing`, which is what the Spark operator uses too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline_stages._mql.pyvalues import MqlError, sort_key, to_datetime_ms
+from pipeline_stages._windowing.assign import WindowGeometry
+from pipeline_stages._windowing.sessions import SessionSpan, merge_session_spans, session_is_late
+from pipeline_stages._windowing.sliding import SlidingGeometry
+from pipeline_stages._windowing.watermark import idle_close_end
+from tests.conformance.mini_mql import Scope, evaluate
+from tests.conformance.reference_inner import InnerPipeline, Outbox, Prepared
+
+
+def window_meta(start: int, end: int, **extra: Any) -> dict[str, Any]:
+    """`_stream_meta.window` / `{$meta: "stream.window"}` for a window (§5)."""
+    return {"start": to_datetime_ms(start), "end": to_datetime_ms(end), **extra}
+
+
+class FixedWindows:
+    """`$tumblingWindow` / `$hoppingWindow` (§4.1-§4.5)."""
+
+    def __init__(
+        self,
+        geometry: WindowGeometry,
+        *,
+        lateness_ms: int,
+        idle_timeout_ms: int | None,
+        inner: InnerPipeline,
+        outbox: Outbox,
+    ) -> None:
+        self.geometry = geometry
+        self.lateness_ms = lateness_ms
+        self.idle_timeout_ms = idle_timeout_ms
+        self.inner = inner
+        self.outbox = outbox
+        self.windows: dict[int, list[Prepared]] = {}
+        self.min_open_start = 0
+        self.max_adjusted: int | None = None
+
+    def on_document(self, doc: Mapping[str, Any], t: int, order: int) -> None:
+        """§4.4: DLQ if some window containing `t` has closed, add to the open ones."""
+        missed = self.geometry.missed_starts(t, self.min_open_start)
+        if missed:
+            self.outbox.late(doc, self.inner.first_operator, missed)
+        for start in self.geometry.open_starts(t, self.min_open_start):
+            meta = window_meta(start, self.geometry.end_of(start))
+            self.windows.setdefault(start, []).extend(self.inner.admit(doc, meta, order))
+
+    def on_watermark(self, watermark: int) -> None:
+        """§4.3/§4.4: close windows with `end <= W'`, then raise `min_open_start`."""
+        adjusted = watermark - self.lateness_ms
+        if self.max_adjusted is None or adjusted > self.max_adjusted:
+            self.max_adjusted = adjusted
+        self._close_through(adjusted)
+        self.min_open_start = max(self.min_open_start, self.geometry.min_open_start(adjusted))
+
+    def on_idle(self, idle_ms: int) -> None:
+        """§4.5: after `idleTimeout` of source idleness, close the windows that are due."""
+        if self.idle_timeout_ms is None or self.max_adjusted is None:
+            return
+        ends = [self.geometry.end_of(s) for s in self.windows]
+        end = idle_close_end(
+            ends,
+            adjusted_watermark=self.max_adjusted,
+            idle_duration_ms=idle_ms,
+            idle_timeout_ms=self.idle_timeout_ms,
+        )
+        if end is not None:
+            self._close_through(end)
+            self.min_open_start = max(self.min_open_start, self.geometry.oldest_start(end))
+
+    def _close_through(self, limit: int) -> None:
+        for start in sorted(self.windows):
+            end = self.geometry.end_of(start)
+            if end > limit:
+                break
+            items = self.windows.pop(start)
+            self.outbox.emitted.extend(self.inner.finish(items, window_meta(start, end)))
+
+
+@dataclass
+class _Session:
+    span: SessionSpan
+    partition: Any
+    docs: list[tuple[int, Mapping[str, Any]]] = field(default_factory=list)
+
+
+class _Partitioned:
+    """Evaluates `partitionBy`; a failure sends the document to the DLQ."""
+
+    inner: InnerPipeline
+    outbox: Outbox
+    partition_by: Any
+
+    def _partition(self, doc: Mapping[str, Any]) -> tuple[bool, Any]:
+        try:
+            return True, evaluate(self.partition_by, Scope(doc))
+        except MqlError as exc:
+            op = self.inner.first_operator
+            self.outbox.dead_letter(doc, op, f"Failed to process input document in {op} with error: {exc}")
+            return False, None
+
+
+class SessionWindows(_Partitioned):
+    """`$sessionWindow` (§3.6): per-partition sessions that merge, close at `W' >= max + gap`."""
+
+    def __init__(
+        self, *, gap_ms: int, lateness_ms: int, partition_by: Any, inner: InnerPipeline, outbox: Outbox
+    ) -> None:
+        self.gap_ms = gap_ms
+        self.lateness_ms = lateness_ms
+        self.partition_by = partition_by
+        self.inner = inner
+        self.outbox = outbox
+        self.sessions: dict[Any, list[_Session]] = {}
+        self.max_adjusted: int | None = None
+
+    def on_document(self, doc: Mapping[str, Any], t: int, order: int) -> None:
+        ok, partition = self._partition(doc)
+        if not ok:
+            return
+        key = sort_key(partition)
+        open_sessions = self.sessions.setdefault(key, [])
+        merged, absorbed = merge_session_spans([s.span for s in open_sessions], t, self.gap_ms)
+        if session_is_late(t, self.max_adjusted, has_open_session=bool(absorbed)):
+            self.outbox.late(doc, self.inner.first_operator, None)
+            return
+        session = _Session(merged, partition)
+        for old in [s for s in open_sessions if s.span in absorbed]:
+            session.docs.extend(old.docs)
+            open_sessions.remove(old)
+        session.docs.append((order, doc))
+        open_sessions.append(session)
+
+    def on_watermark(self, watermark: int) -> None:
+        adjusted = watermark - self.lateness_ms
+        self.max_adjusted = adjusted if self.max_adjusted is None else max(self.max_adjusted, adjusted)
+        due = [
+            (s.span.min_ts, s.span.max_ts, key, s)
+            for key, sessions in self.sessions.items()
+            for s in sessions
+            if adjusted >= s.span.window_end(self.gap_ms)
+        ]
+        for _, _, key, session in sorted(due, key=lambda item: item[:3]):
+            self.sessions[key].remove(session)
+            meta = window_meta(
+                session.span.min_ts, session.span.window_end(self.gap_ms), partition=session.partition
+            )
+            docs = sorted(session.docs, key=lambda pair: pair[0])
+            self.outbox.emitted.extend(self.inner.run(docs, meta))
+
+    def on_idle(self, idle_ms: int) -> None:
+        """`$sessionWindow` has no idleTimeout."""
+
+
+@dataclass
+class _SlidingPartition:
+    partition: Any
+    records: list[tuple[int, int, Mapping[str, Any]]] = field(default_factory=list)
+    open_starts: set[int] = field(default_factory=set)
+    emitted_starts: set[int] = field(default_factory=set)
+
+    def times(self) -> list[int]:
+        return [t for t, _, _ in self.records]
+
+
+class SlidingWindows(_Partitioned):
+    """Sluice's `$slidingWindow` (KIP-450): record-defined windows, inclusive at both ends."""
+
+    def __init__(
+        self, geometry: SlidingGeometry, *, partition_by: Any, inner: InnerPipeline, outbox: Outbox
+    ) -> None:
+        self.geometry = geometry
+        self.partition_by = partition_by
+        self.inner = inner
+        self.outbox = outbox
+        self.partitions: dict[Any, _SlidingPartition] = {}
+        self.watermark: int | None = None
+
+    def on_document(self, doc: Mapping[str, Any], t: int, order: int) -> None:
+        ok, partition = self._partition(doc)
+        if not ok:
+            return
+        part = self.partitions.setdefault(sort_key(partition), _SlidingPartition(partition))
+        g, wm = self.geometry, self.watermark
+        if wm is not None:
+            missed = {s for s in part.emitted_starts if g.contains(s, t)}
+            if g.left_window_closed(t, wm):
+                missed.add(g.left_start(t))
+            if missed:
+                self.outbox.late(doc, self.inner.first_operator, sorted(missed))
+            if g.fully_late(t, wm):
+                return
+        created = g.new_window_starts(part.times(), t) - part.open_starts - part.emitted_starts
+        part.open_starts |= {s for s in created if wm is None or not g.closes(s, wm)}
+        part.records.append((t, order, doc))
+        part.records.sort(key=lambda r: (r[0], r[1]))
+
+    def on_watermark(self, watermark: int) -> None:
+        self.watermark = watermark if self.watermark is None else max(self.watermark, watermark)
+        g = self.geometry
+        due = sorted(
+            (start, key)
+            for key, part in self.partitions.items()
+            for start in part.open_starts
+            if g.closes(start, self.watermark)
+        )
+        for start, key in due:
+            part = self.partitions[key]
+            part.open_starts.discard(start)
+            part.emitted_starts.add(start)
+            lo, hi = g.records_in(part.times(), start)
+            docs = sorted(((o, d) for _, o, d in part.records[lo:hi]), key=lambda pair: pair[0])
+            meta = window_meta(start, g.end_of(start), partition=part.partition)
+            self.outbox.emitted.extend(self.inner.run(docs, meta))
+
+    def on_idle(self, idle_ms: int) -> None:
+        """`$slidingWindow` has no idleTimeout."""
