@@ -383,8 +383,8 @@ def check_placement(raw: list[Any], path: str) -> list[Problem]:
                     f"{key} stage is only permitted in the inner pipeline of a window stage",
                 )
             )
-        body = raw[i][key] if key in WINDOW_KEYS else None
-        if isinstance(body, dict) and isinstance(body.get("pipeline"), list):
+        body = raw[i][key] if key is not None and key in WINDOW_KEYS else None
+        if key is not None and isinstance(body, dict) and isinstance(body.get("pipeline"), list):
             inner_path = join_path(path, i, key, "pipeline")
             problems.extend(
                 inner_pipeline_problems(

@@ -136,14 +136,14 @@ class PercentileArgs(MedianArgs):
         return value
 
 
-ARGUMENT_MODELS: dict[str, type[StageModel]] = {
+ArgumentModel = TopNArgs | TopArgs | NArgs | PercentileArgs | MedianArgs
+
+ARGUMENT_MODELS: dict[str, type[ArgumentModel]] = {
     "$top": TopArgs, "$bottom": TopArgs, "$topN": TopNArgs, "$bottomN": TopNArgs,
     "$firstN": NArgs, "$lastN": NArgs, "$maxN": NArgs, "$minN": NArgs,
     "$median": MedianArgs, "$percentile": PercentileArgs,
 }  # fmt: skip
 ACCUMULATORS = frozenset(UNARY_ACCUMULATORS | ARGUMENT_MODELS.keys() | {"$count"})
-
-ArgumentModel = TopNArgs | TopArgs | NArgs | PercentileArgs | MedianArgs
 
 
 class Accumulator(StageModel):

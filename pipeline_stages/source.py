@@ -44,8 +44,6 @@ from pipeline_stages._problems import CheckedSpec, ErrorList, given
 KEY = "$source"
 OPERATOR_NAME = "SourceOperator"
 
-TIME_FIELD_OPERATORS = ("$toDate", "$dateFromString")
-
 
 class SourceConfig(CheckedSpec):
     """`$source.config`: Kafka, change-stream and Sluice options together (defaults applied)."""

@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline_stages._mql.scope import Expr, Predicate, Scope
+from pipeline_stages._mql.scope import (
+    Bindings,
+    Expr,
+    Predicate,
+    Scope,
+    apply_bindings,
+    drop_bindings,
+)
 
 PART = "part"
 SEQ = "seq"
@@ -79,18 +86,16 @@ class StreamFrame:
         return F.col(DLQ_REASON).isNull() & (F.col(KIND) == KIND_OUTPUT)
 
     def scope(self) -> Scope:
-        """The expression scope of the current document."""
-        return Scope.for_document(F.col(DOC), F.col(META))
+        """A fresh expression scope over the current document, collecting bindings."""
+        return Scope.for_document(F.col(DOC), F.col(META), bindings=Bindings())
 
     def prepared(self, scope: Scope) -> StreamFrame:
         """Materialise the scope's shared subexpressions as columns (see `Scope.bind`)."""
-        apply = getattr(scope, "apply_bindings", None)
-        return StreamFrame(apply(self.df)) if apply is not None else self
+        return StreamFrame(apply_bindings(self.df, scope.bindings))
 
     def finished(self, scope: Scope) -> StreamFrame:
         """Drop the scope's temporary columns."""
-        drop = getattr(scope, "drop_bindings", None)
-        return StreamFrame(drop(self.df)) if drop is not None else self
+        return StreamFrame(drop_bindings(self.df, scope.bindings))
 
     def with_doc(self, result: Expr, *, operator: str) -> StreamFrame:
         """Replace the document of healthy rows by `result`, or fail them on error."""

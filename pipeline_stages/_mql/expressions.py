@@ -39,6 +39,7 @@ from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._mql import (
     ops_arithmetic,
     ops_arrays,
+    ops_date_math,
     ops_dates,
     ops_logic,
     ops_misc,
@@ -76,6 +77,7 @@ OPS = {
     **ops_arrays.OPS,
     **ops_types.OPS,
     **ops_dates.OPS,
+    **ops_date_math.OPS,
     **ops_objects.OPS,
     **ops_misc.OPS,
 }
@@ -88,7 +90,7 @@ UNSUPPORTED_OPERATORS = frozenset(
         "$rand", "$sampleRate", "$regexFind", "$regexFindAll", "$setDifference", "$setEquals",
         "$setIntersection", "$setIsSubset", "$setUnion", "$sortArray", "$stdDevPop",
         "$stdDevSamp", "$toHashedIndexKey", "$toUUID", "$tsIncrement", "$tsSecond", "$zip",
-        "$unsetField", "$dateToParts", "$dateFromParts", "$indexOfBytes", "$hash",
+        "$dateToParts", "$dateFromParts", "$indexOfBytes", "$hash",
         "$serializeEJSON", "$deserializeEJSON", "$encStrStartsWith", "$encStrEndsWith",
         "$encStrContains", "$encStrNormalizedEq", "$toArray", "$toObject", "$subtype",
     }

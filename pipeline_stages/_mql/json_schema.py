@@ -28,7 +28,7 @@ from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._mql import query_compare as C
 from pipeline_stages._mql.query_literals import BadLiteral, QueryLiteral, make_regex, parse_literal
 from pipeline_stages._mql.query_ops import TYPE_NAMES
-from pipeline_stages._mql.query_values import Typed, as_object_map, get_field
+from pipeline_stages._mql.query_values import Typed, as_object_map, get_field, typed_array
 
 Validator = Callable[[Typed], Column]
 
@@ -266,7 +266,9 @@ def _items(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -> Val
     element = c.schema(arg, path)
     if element is None:
         return None
-    return lambda t: ~t.is_array() | F.forall(t.as_array(), lambda e: element(Typed.of(e)))
+    return lambda t: (
+        ~t.is_array() | F.forall(typed_array(t.as_array()), lambda e: element(Typed.of_struct(e)))
+    )
 
 
 def _item_count(
@@ -339,7 +341,8 @@ def _additional(
         undeclared = F.map_filter(
             as_object_map(t.value), lambda k, _: ~k.isin(*declared) if declared else F.lit(True)
         )
-        return ~t.is_object() | F.forall(F.map_values(undeclared), lambda v: extra(Typed.of(v)))
+        values = typed_array(F.map_values(undeclared))
+        return ~t.is_object() | F.forall(values, lambda v: extra(Typed.of_struct(v)))
 
     return check
 

@@ -23,8 +23,8 @@ from pipeline_stages._mql.ops_common import (
     message,
     null_if_nullish,
     number_text,
-    positional,
     placeholder,
+    positional,
     result,
     when_all,
 )
@@ -286,7 +286,9 @@ def _positive(op: str) -> Callable[[Arg], tuple[Column, Column]]:
 
 
 def _non_negative(a: Arg) -> tuple[Column, Column]:
-    return V.as_double(a.value, a.k) < 0, F.lit("$sqrt's argument must be greater than or equal to 0")
+    return V.as_double(a.value, a.k) < 0, F.lit(
+        "$sqrt's argument must be greater than or equal to 0"
+    )
 
 
 def log(ctx: Ctx) -> Expr:
@@ -450,7 +452,9 @@ def _bounded(op: str, low: float, high: float) -> Callable[[Arg], tuple[Column, 
         x = V.as_double(a.value, a.k)
         bad = ((x <= low) if lo_open else (x < low)) | ((x >= high) if hi_open else (x > high))
         interval = f"{'(' if lo_open else '['}{_fmt(low)},{_fmt(high)}{')' if hi_open else ']'}"
-        return bad & ~F.isnan(x), message(f"cannot apply {op} to ", number_text(x), f", value must in {interval}")
+        return bad & ~F.isnan(x), message(
+            f"cannot apply {op} to ", number_text(x), f", value must in {interval}"
+        )
 
     return check
 

@@ -60,22 +60,46 @@ def size(ctx: Ctx) -> Expr:
     if args is None:
         return placeholder()
     a = args[0]
-    own = F.when(~_is_array(a), message("The argument to $size must be an array, but was of type: ", kind_text(a)))
+    own = F.when(
+        ~_is_array(a),
+        message("The argument to $size must be an array, but was of type: ", kind_text(a)),
+    )
     return result(V.from_long(F.size(_items(a))), a.error, own=own, kinds={"int"})
 
 
 def _elem_at(ctx: Ctx, arr: Arg, index: Column, index_arg: Arg | None, arity_one: bool) -> Expr:
     what = "argument" if arity_one else "first argument"
-    checks = [(arr.nullish, _no_error()), (~_is_array(arr), message(f"{ctx.op}'s {what} must be an array, but is ", kind_text(arr)))]
+    checks = [
+        (arr.nullish, _no_error()),
+        (~_is_array(arr), message(f"{ctx.op}'s {what} must be an array, but is ", kind_text(arr))),
+    ]
     nullish = arr.nullish
     errors = [arr.error]
     if index_arg is not None:
         nullish = nullish | index_arg.nullish
         checks[0] = (nullish, _no_error())
-        checks.append((~index_arg.kind_in(V.NUMERIC_TYPES), message(f"{ctx.op}'s second argument must be a numeric value, but is ", kind_text(index_arg))))
-        checks.append(((index.isNull()) | (index < V.INT32_MIN) | (index > V.INT32_MAX), message(f"{ctx.op}'s second argument must be representable as a 32-bit integer: ", number_text(V.as_double(index_arg.value, index_arg.k)))))
+        checks.append(
+            (
+                ~index_arg.kind_in(V.NUMERIC_TYPES),
+                message(
+                    f"{ctx.op}'s second argument must be a numeric value, but is ",
+                    kind_text(index_arg),
+                ),
+            )
+        )
+        checks.append(
+            (
+                (index.isNull()) | (index < V.INT32_MIN) | (index > V.INT32_MAX),
+                message(
+                    f"{ctx.op}'s second argument must be representable as a 32-bit integer: ",
+                    number_text(V.as_double(index_arg.value, index_arg.k)),
+                ),
+            )
+        )
         errors.append(index_arg.error)
-    position = F.when(index >= 0, F.least(index + 1, F.lit(V.INT32_MAX))).otherwise(F.greatest(index, F.lit(V.INT32_MIN)))
+    position = F.when(index >= 0, F.least(index + 1, F.lit(V.INT32_MAX))).otherwise(
+        F.greatest(index, F.lit(V.INT32_MIN))
+    )
     picked = F.try_element_at(_items(arr), position.cast("int"))
     return result(F.when(nullish, V.null()).otherwise(picked), *errors, own=when_all(checks))
 
@@ -103,9 +127,18 @@ def in_(ctx: Ctx) -> Expr:
     if args is None:
         return placeholder()
     needle, arr = args
-    own = F.when(~_is_array(arr), message("$in requires an array as a second argument, found: ", kind_text(arr)))
+    own = F.when(
+        ~_is_array(arr),
+        message("$in requires an array as a second argument, found: ", kind_text(arr)),
+    )
     found = F.exists(_items(arr), lambda e: V.equals(e, needle.value, _element_kind(e), needle.k))
-    return result(V.from_bool(F.coalesce(found, F.lit(False))), needle.error, arr.error, own=own, kinds={"bool"})
+    return result(
+        V.from_bool(F.coalesce(found, F.lit(False))),
+        needle.error,
+        arr.error,
+        own=own,
+        kinds={"bool"},
+    )
 
 
 def is_array(ctx: Ctx) -> Expr:
@@ -126,7 +159,9 @@ def concat_arrays(ctx: Ctx) -> Expr:
     pairs = []
     for a in args:
         pairs.append((a.nullish, _no_error()))
-        pairs.append((~_is_array(a), message("$concatArrays only supports arrays, not ", kind_text(a))))
+        pairs.append(
+            (~_is_array(a), message("$concatArrays only supports arrays, not ", kind_text(a)))
+        )
     nullish = F.lit(False)
     for a in args:
         nullish = nullish | a.nullish
@@ -154,9 +189,24 @@ def slice_(ctx: Ctx) -> Expr:
     n2 = V.as_whole_number(second.value, second.k)
     checks = [
         (arr.nullish | second.nullish, _no_error()),
-        (~_is_array(arr), message("First argument to $slice must be an array, but is of type: ", kind_text(arr))),
-        (~second.kind_in(V.NUMERIC_TYPES), message("Second argument to $slice must be a numeric value, but is of type: ", kind_text(second))),
-        (n2.isNull() | (F.abs(n2) > V.INT32_MAX), message("Second argument to $slice can't be represented as a 32-bit integer: ", number_text(V.as_double(second.value, second.k)))),
+        (
+            ~_is_array(arr),
+            message("First argument to $slice must be an array, but is of type: ", kind_text(arr)),
+        ),
+        (
+            ~second.kind_in(V.NUMERIC_TYPES),
+            message(
+                "Second argument to $slice must be a numeric value, but is of type: ",
+                kind_text(second),
+            ),
+        ),
+        (
+            n2.isNull() | (F.abs(n2) > V.INT32_MAX),
+            message(
+                "Second argument to $slice can't be represented as a 32-bit integer: ",
+                number_text(V.as_double(second.value, second.k)),
+            ),
+        ),
     ]
     nullish = arr.nullish | second.nullish
     n3 = None
@@ -165,8 +215,19 @@ def slice_(ctx: Ctx) -> Expr:
         nullish = nullish | third.nullish
         checks += [
             (third.nullish, _no_error()),
-            (~third.kind_in(V.NUMERIC_TYPES), message("Third argument to $slice must be numeric, but is of type: ", kind_text(third))),
-            (n3.isNull() | (F.abs(n3) > V.INT32_MAX), message("Third argument to $slice can't be represented as a 32-bit integer: ", number_text(V.as_double(third.value, third.k)))),
+            (
+                ~third.kind_in(V.NUMERIC_TYPES),
+                message(
+                    "Third argument to $slice must be numeric, but is of type: ", kind_text(third)
+                ),
+            ),
+            (
+                n3.isNull() | (F.abs(n3) > V.INT32_MAX),
+                message(
+                    "Third argument to $slice can't be represented as a 32-bit integer: ",
+                    number_text(V.as_double(third.value, third.k)),
+                ),
+            ),
             (n3 <= 0, message("Third argument to $slice must be positive: ", n3.cast("string"))),
         ]
     items = _items(arr)
@@ -182,7 +243,10 @@ def reverse_array(ctx: Ctx) -> Expr:
     if args is None:
         return placeholder()
     a = args[0]
-    own = F.when(~a.nullish & ~_is_array(a), message("The argument to $reverseArray must be an array, but was of type: ", kind_text(a)))
+    own = F.when(
+        ~a.nullish & ~_is_array(a),
+        message("The argument to $reverseArray must be an array, but was of type: ", kind_text(a)),
+    )
     value = F.when(a.nullish, V.null()).otherwise(V.from_array(F.reverse(_items(a))))
     return result(value, a.error, own=own, kinds={"array", "null"})
 
@@ -193,18 +257,43 @@ def index_of_array(ctx: Ctx) -> Expr:
     if args is None:
         return placeholder()
     arr, needle = args[0], args[1]
-    checks = [(arr.nullish, _no_error()), (~_is_array(arr), message("$indexOfArray requires an array as a first argument, found: ", kind_text(arr)))]
+    checks = [
+        (arr.nullish, _no_error()),
+        (
+            ~_is_array(arr),
+            message("$indexOfArray requires an array as a first argument, found: ", kind_text(arr)),
+        ),
+    ]
     bounds = []
     for a, what in zip(args[2:], ("starting index", "ending index"), strict=False):
         n = V.as_whole_number(a.value, a.k)
-        checks.append((n.isNull(), message(f"$indexOfArrayrequires an integral {what}, found a value of type: ", kind_text(a), ", with value: ", F.to_json(a.value))))
-        checks.append((n < 0, message(f"$indexOfArray requires a nonnegative {what}, found: ", F.to_json(a.value))))
+        checks.append(
+            (
+                n.isNull(),
+                message(
+                    f"$indexOfArrayrequires an integral {what}, found a value of type: ",
+                    kind_text(a),
+                    ", with value: ",
+                    F.to_json(a.value),
+                ),
+            )
+        )
+        checks.append(
+            (
+                n < 0,
+                message(
+                    f"$indexOfArray requires a nonnegative {what}, found: ", F.to_json(a.value)
+                ),
+            )
+        )
         bounds.append(n)
     start = bounds[0] if bounds else F.lit(0)
     end = bounds[1] if len(bounds) > 1 else F.lit(V.INT32_MAX)
     hits = F.transform(
         _items(arr),
-        lambda e, i: F.when((i >= start) & (i < end) & V.equals(e, needle.value, _element_kind(e), needle.k), i),
+        lambda e, i: F.when(
+            (i >= start) & (i < end) & V.equals(e, needle.value, _element_kind(e), needle.k), i
+        ),
     )
     found = F.coalesce(F.try_element_at(F.array_compact(hits), F.lit(1)), F.lit(-1))
     value = F.when(arr.nullish, V.null()).otherwise(V.from_long(found))
@@ -217,19 +306,38 @@ def range_(ctx: Ctx) -> Expr:
     if args is None:
         return placeholder()
     nums = [V.as_whole_number(a.value, a.k) for a in args]
-    type_texts = ("starting value, found value of type: ", "ending value, found value of type: ", "step value, found value of type:")
+    type_texts = (
+        "starting value, found value of type: ",
+        "ending value, found value of type: ",
+        "step value, found value of type:",
+    )
     range_texts = ("a starting value", "an ending value", "a step value")
     checks = []
     for a, n, type_text, range_text in zip(args, nums, type_texts, range_texts, strict=False):
-        checks.append((~a.kind_in(V.NUMERIC_TYPES), message(f"$range requires a numeric {type_text}", kind_text(a))))
-        checks.append((n.isNull() | (F.abs(n) > V.INT32_MAX), message(f"$range requires {range_text} that can be represented as a 32-bit integer, found value: ", F.to_json(a.value))))
+        checks.append(
+            (
+                ~a.kind_in(V.NUMERIC_TYPES),
+                message(f"$range requires a numeric {type_text}", kind_text(a)),
+            )
+        )
+        checks.append(
+            (
+                n.isNull() | (F.abs(n) > V.INT32_MAX),
+                message(
+                    f"$range requires {range_text} that can be represented as a 32-bit integer, found value: ",
+                    F.to_json(a.value),
+                ),
+            )
+        )
     step = nums[2] if len(nums) > 2 else F.lit(1).cast("bigint")
     if len(nums) > 2:
         checks.append((step == 0, F.lit("$range requires a non-zero step value")))
     start, end = nums[0], nums[1]
     count = F.greatest(F.ceil(F.try_divide(end - start, step)), F.lit(0))
     count = F.when(step == 0, F.lit(0)).otherwise(count)
-    indexes = F.when(count > 0, F.sequence(F.lit(0).cast("bigint"), (count - 1).cast("bigint"))).otherwise(F.array().cast("array<bigint>"))
+    indexes = F.when(
+        count > 0, F.sequence(F.lit(0).cast("bigint"), (count - 1).cast("bigint"))
+    ).otherwise(F.array().cast("array<bigint>"))
     values = F.transform(indexes, lambda i: V.from_long(start + i * step))
     return result(V.from_array(values), *errors_of(args), own=when_all(checks), kinds={"array"})
 
@@ -239,7 +347,9 @@ def _element_truth(ctx: Ctx) -> Expr:
     if args is None:
         return placeholder()
     a = args[0]
-    own = F.when(~_is_array(a), message(f"{ctx.op}'s argument must be an array, but is ", kind_text(a)))
+    own = F.when(
+        ~_is_array(a), message(f"{ctx.op}'s argument must be an array, but is ", kind_text(a))
+    )
     test = F.forall if ctx.op == "$allElementsTrue" else F.exists
     value = test(_items(a), lambda e: V.truthy(e, _element_kind(e)))
     return result(V.from_bool(F.coalesce(value, F.lit(False))), a.error, own=own, kinds={"bool"})
@@ -286,7 +396,12 @@ def map_(ctx: Ctx) -> Expr:
         value = F.transform(pairs, lambda p: p["v"])
         element_error = first_element_error(F.transform(pairs, lambda p: p["e"]))
     out = F.when(inp.nullish, V.null()).otherwise(V.from_array(value))
-    return result(out, inp.error, own=F.coalesce(type_error, element_error) if element_error is not None else type_error, kinds={"array", "null"})
+    return result(
+        out,
+        inp.error,
+        own=F.coalesce(type_error, element_error) if element_error is not None else type_error,
+        kinds={"array", "null"},
+    )
 
 
 def filter_(ctx: Ctx) -> Expr:
@@ -319,13 +434,23 @@ def filter_(ctx: Ctx) -> Expr:
     if "limit" in spec:
         limit = ctx.arg(ctx.sub(spec["limit"], "limit"))
         n = V.as_whole_number(limit.value, limit.k)
-        limit_error = when_all([
-            (limit.nullish, _no_error()),
-            (n.isNull() | (n > V.INT32_MAX), message("$filter: limit must be represented as a 32-bit integral value: ", F.to_json(limit.value))),
-            (n < 1, message("$filter: limit must be greater than 0: ", n.cast("string"))),
-        ])
+        limit_error = when_all(
+            [
+                (limit.nullish, _no_error()),
+                (
+                    n.isNull() | (n > V.INT32_MAX),
+                    message(
+                        "$filter: limit must be represented as a 32-bit integral value: ",
+                        F.to_json(limit.value),
+                    ),
+                ),
+                (n < 1, message("$filter: limit must be greater than 0: ", n.cast("string"))),
+            ]
+        )
         own = F.coalesce(own, limit_error)
-        kept = F.when(limit.nullish, kept).otherwise(F.slice(kept, 1, F.least(n, F.lit(V.INT32_MAX)).cast("int")))
+        kept = F.when(limit.nullish, kept).otherwise(
+            F.slice(kept, 1, F.least(n, F.lit(V.INT32_MAX)).cast("int"))
+        )
         errors.append(limit.error)
     out = F.when(inp.nullish, V.null()).otherwise(V.from_array(kept))
     return result(out, *errors, own=own, kinds={"array", "null"})
@@ -338,7 +463,10 @@ def reduce_(ctx: Ctx) -> Expr:
         return placeholder()
     inp = ctx.arg(ctx.sub(spec["input"], "input"))
     initial = ctx.sub(spec["initialValue"], "initialValue")
-    type_error = F.when(~inp.nullish & ~_is_array(inp), message("$reduce requires that 'input' be an array, found: ", F.to_json(inp.value)))
+    type_error = F.when(
+        ~inp.nullish & ~_is_array(inp),
+        message("$reduce requires that 'input' be an array, found: ", F.to_json(inp.value)),
+    )
     start = F.struct(initial.value.alias("v"), F.lit(None).cast("string").alias("e"))
 
     def step(acc: Column, x: Column) -> Column:

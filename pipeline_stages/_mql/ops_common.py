@@ -271,7 +271,9 @@ def double_text(x: Column) -> Column:
     mantissa = F.regexp_replace(F.regexp_extract(java, r"^(-?[0-9.]+)E", 1), r"\.0$", "")
     exponent = F.regexp_extract(java, r"E(-?[0-9]+)$", 1).cast("int")
     sign = F.when(exponent < 0, F.lit("-")).otherwise(F.lit("+"))
-    scientific = F.concat(mantissa, F.lit("e"), sign, F.lpad(F.abs(exponent).cast("string"), 2, "0"))
+    scientific = F.concat(
+        mantissa, F.lit("e"), sign, F.lpad(F.abs(exponent).cast("string"), 2, "0")
+    )
     magnitude = F.abs(x)
     return (
         F.when(F.isnan(x), F.lit("NaN"))

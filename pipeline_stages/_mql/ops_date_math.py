@@ -53,10 +53,15 @@ def _const_unit(ctx: Ctx, spec: dict[str, Any]) -> str | None:
         ctx.unsupported(f"{ctx.op} requires a constant 'unit' in Sluice", "unit")
         return None
     if not isinstance(unit.const, str):
-        ctx.fail(f"{ctx.op} requires 'unit' to be a string, but got {V.literal_kind(unit.const)}", "unit")
+        ctx.fail(
+            f"{ctx.op} requires 'unit' to be a string, but got {V.literal_kind(unit.const)}", "unit"
+        )
         return None
     if unit.const not in UNITS:
-        ctx.fail(f"{ctx.op} parameter 'unit' value parsing failed :: caused by :: unknown time unit value: {unit.const}", "unit")
+        ctx.fail(
+            f"{ctx.op} parameter 'unit' value parsing failed :: caused by :: unknown time unit value: {unit.const}",
+            "unit",
+        )
         return None
     return unit.const
 
@@ -72,7 +77,10 @@ def _const_start_of_week(ctx: Ctx, spec: dict[str, Any]) -> int | None:
     name = day.const.lower() if isinstance(day.const, str) else None
     name = _DAY_ABBREVIATIONS.get(name, name) if name else None
     if name not in DAYS:
-        ctx.fail(f"{ctx.op} parameter 'startOfWeek' value cannot be recognized as a day of a week: {day.const}", "startOfWeek")
+        ctx.fail(
+            f"{ctx.op} parameter 'startOfWeek' value cannot be recognized as a day of a week: {day.const}",
+            "startOfWeek",
+        )
         return None
     return DAYS.index(name)
 
@@ -115,7 +123,10 @@ def _date_arith(ctx: Ctx) -> Expr:
     own = when_all(
         [
             (nullish, _no_error()),
-            (~start.kind_in(("date",)), F.lit(f"{ctx.op} requires startDate to be convertible to a date")),
+            (
+                ~start.kind_in(("date",)),
+                F.lit(f"{ctx.op} requires startDate to be convertible to a date"),
+            ),
             (n.isNull(), F.lit(f"{ctx.op} expects integer amount of time units")),
             (moved.isNull(), F.lit(f"{ctx.op} overflowed")),
         ]
@@ -146,14 +157,18 @@ def _diff(unit: str, start: Column, end: Column, zone: Zone, start_of_week: int)
     if unit == "day":
         return _epoch_days(le) - _epoch_days(ls)
     if unit == "week":
-        return _week_index(_epoch_days(le), start_of_week) - _week_index(_epoch_days(ls), start_of_week)
+        return _week_index(_epoch_days(le), start_of_week) - _week_index(
+            _epoch_days(ls), start_of_week
+        )
     size = MONTH_UNITS[unit]
     return F.floor(_month_index(le) / size) - F.floor(_month_index(ls) / size)
 
 
 def date_diff(ctx: Ctx) -> Expr:
     """`$dateDiff`: `{startDate, endDate, unit, timezone, startOfWeek}` (a long)."""
-    spec = named(ctx, ("startDate", "endDate", "unit"), ("timezone", "startOfWeek"), what="argument")
+    spec = named(
+        ctx, ("startDate", "endDate", "unit"), ("timezone", "startOfWeek"), what="argument"
+    )
     if spec is None:
         return placeholder()
     start, end = _date_operand(ctx, spec, "startDate"), _date_operand(ctx, spec, "endDate")
@@ -165,11 +180,23 @@ def date_diff(ctx: Ctx) -> Expr:
     own = when_all(
         [
             (nullish, _no_error()),
-            (~start.kind_in(("date",)), message("$dateDiff requires 'startDate' to be a date, but got ", kind_text(start))),
-            (~end.kind_in(("date",)), message("$dateDiff requires 'endDate' to be a date, but got ", kind_text(end))),
+            (
+                ~start.kind_in(("date",)),
+                message("$dateDiff requires 'startDate' to be a date, but got ", kind_text(start)),
+            ),
+            (
+                ~end.kind_in(("date",)),
+                message("$dateDiff requires 'endDate' to be a date, but got ", kind_text(end)),
+            ),
         ]
     )
-    diff = _diff(unit, V.as_timestamp(start.value, start.k), V.as_timestamp(end.value, end.k), zone, week_start)
+    diff = _diff(
+        unit,
+        V.as_timestamp(start.value, start.k),
+        V.as_timestamp(end.value, end.k),
+        zone,
+        week_start,
+    )
     value = F.when(nullish, V.null()).otherwise(V.from_long(diff))
     return result(value, start.error, end.error, zone.error, own=own, kinds={"int", "long", "null"})
 
@@ -189,7 +216,14 @@ def _trunc_local(unit: str, local: Column, bins: Column, start_of_week: int) -> 
     size = MONTH_UNITS[unit]
     distance = F.floor((_month_index(local) - 2000 * 12) / size)
     lower = (distance - F.pmod(distance, bins)) * size + 2000 * 12
-    return F.make_timestamp(F.floor(lower / 12).cast("int"), (F.pmod(lower, 12) + 1).cast("int"), F.lit(1), F.lit(0), F.lit(0), F.lit(0))
+    return F.make_timestamp(
+        F.floor(lower / 12).cast("int"),
+        (F.pmod(lower, 12) + 1).cast("int"),
+        F.lit(1),
+        F.lit(0),
+        F.lit(0),
+        F.lit(0),
+    )
 
 
 def date_trunc(ctx: Ctx) -> Expr:
@@ -207,9 +241,32 @@ def date_trunc(ctx: Ctx) -> Expr:
     nullish = date.nullish | zone.nullish | (bins_arg.nullish if bins_arg else F.lit(False))
     checks = [(nullish, _no_error())]
     if bins_arg is not None:
-        checks.append((bins.isNull(), message("$dateTrunc requires 'binSize' to be a 64-bit integer, but got value '", F.to_json(bins_arg.value), "' of type ", kind_text(bins_arg))))
-        checks.append((bins <= 0, message("$dateTrunc requires 'binSize' to be greater than 0, but got value ", bins.cast("string"))))
-    checks.append((~date.kind_in(("date",)), message("$dateTrunc requires 'date' to be a date, but got ", kind_text(date))))
+        checks.append(
+            (
+                bins.isNull(),
+                message(
+                    "$dateTrunc requires 'binSize' to be a 64-bit integer, but got value '",
+                    F.to_json(bins_arg.value),
+                    "' of type ",
+                    kind_text(bins_arg),
+                ),
+            )
+        )
+        checks.append(
+            (
+                bins <= 0,
+                message(
+                    "$dateTrunc requires 'binSize' to be greater than 0, but got value ",
+                    bins.cast("string"),
+                ),
+            )
+        )
+    checks.append(
+        (
+            ~date.kind_in(("date",)),
+            message("$dateTrunc requires 'date' to be a date, but got ", kind_text(date)),
+        )
+    )
     safe_bins = F.when(bins > 0, bins).otherwise(F.lit(1))
     local = to_local(V.as_timestamp(date.value, date.k), zone)
     truncated = from_local(_trunc_local(unit, local, safe_bins, week_start), zone)

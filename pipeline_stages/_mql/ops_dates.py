@@ -86,7 +86,10 @@ def compile_zone(ctx: Ctx, spec: dict[str, Any], key: str = "timezone") -> Zone 
     error = when_all(
         [
             (a.nullish, _no_error()),
-            (~a.kind_in(("string",)), message("timezone must evaluate to a string, found ", kind_text(a))),
+            (
+                ~a.kind_in(("string",)),
+                message("timezone must evaluate to a string, found ", kind_text(a)),
+            ),
             (~valid, message('unrecognized time zone identifier: "', name, '"')),
         ]
     )
@@ -176,7 +179,7 @@ def _part_specs(ctx: Ctx) -> dict[str, Any] | None:
     if isinstance(spec, dict) and spec and not next(iter(spec)).startswith("$"):
         for key in spec:
             if key not in ("date", "timezone"):
-                ctx.fail(f"unrecognized option to {ctx.op}: \"{key}\"", key)
+                ctx.fail(f'unrecognized option to {ctx.op}: "{key}"', key)
                 return None
         if "date" not in spec:
             ctx.fail(f"missing 'date' argument to {ctx.op}")
@@ -198,11 +201,14 @@ def date_part(ctx: Ctx) -> Expr:
     if zone is None:
         return placeholder()
     local = to_local(V.as_timestamp(date.value, date.k), zone)
-    value = F.when(date.nullish | zone.nullish, V.null()).otherwise(V.from_long(PARTS[ctx.op](local)))
+    value = F.when(date.nullish | zone.nullish, V.null()).otherwise(
+        V.from_long(PARTS[ctx.op](local))
+    )
     return result(value, date.error, zone.error, own=date_error(date), kinds={"int", "null"})
 
 
 # --------------------------------------------------------------------------- $dateToString
+
 
 def _pad(col: Column, width: int) -> Column:
     return F.lpad(col.cast("string"), width, "0")
@@ -230,7 +236,9 @@ def _format_piece(spec: str, ts: Column, local: Column) -> Column:
         "U": lambda: _pad(week_of_year(local), 2),
         "V": lambda: _pad(F.weekofyear(local), 2),
         "Y": lambda: _pad(F.year(local), 4),
-        "z": lambda: F.concat(sign, _pad(F.floor(F.abs(minutes) / 60), 2), _pad(F.abs(minutes) % 60, 2)),
+        "z": lambda: F.concat(
+            sign, _pad(F.floor(F.abs(minutes) / 60), 2), _pad(F.abs(minutes) % 60, 2)
+        ),
         "Z": lambda: F.concat(sign, F.abs(minutes).cast("string")),
         "b": lambda: F.date_format(local, "MMM"),
         "B": lambda: F.date_format(local, "MMMM"),
@@ -290,7 +298,10 @@ def _constant_format(ctx: Ctx, spec: dict[str, Any]) -> str | None:
         return None
     if not isinstance(fmt.const, str):
         kind = V.literal_kind(fmt.const)
-        ctx.fail(f"{ctx.op} requires that 'format' be a string, found: {kind} with value {fmt.const}", "format")
+        ctx.fail(
+            f"{ctx.op} requires that 'format' be a string, found: {kind} with value {fmt.const}",
+            "format",
+        )
         return None
     return fmt.const
 
@@ -302,7 +313,11 @@ def date_to_string(ctx: Ctx) -> Expr:
         return placeholder()
     date = ctx.arg(ctx.sub(spec["date"], "date"))
     zone = compile_zone(ctx, spec)
-    fmt = _constant_format(ctx, spec) if "format" in spec else (ISO_FORMAT_Z if "timezone" not in spec else ISO_FORMAT_LOCAL)
+    fmt = (
+        _constant_format(ctx, spec)
+        if "format" in spec
+        else (ISO_FORMAT_Z if "timezone" not in spec else ISO_FORMAT_LOCAL)
+    )
     if zone is None or fmt is None:
         return placeholder()
     parts = split_format(fmt)
@@ -313,7 +328,9 @@ def date_to_string(ctx: Ctx) -> Expr:
     text = format_date(ts, to_local(ts, zone), parts)
     null_value = on_null.value if on_null is not None else V.null()
     value = when_all([(date.nullish, null_value), (zone.nullish, V.null())], V.from_string(text))
-    own = F.when(date.nullish, on_null.error_or_null() if on_null is not None else _no_error()).otherwise(date_error(date))
+    own = F.when(
+        date.nullish, on_null.error_or_null() if on_null is not None else _no_error()
+    ).otherwise(date_error(date))
     return result(value, date.error, zone.error, own=own)
 
 
@@ -361,7 +378,9 @@ def date_from_string(ctx: Ctx) -> Expr:
             return ctx.fail(parts, "format")
         pattern = spark_parse_pattern(parts)
         if pattern is None:
-            return ctx.unsupported(f"$dateFromString cannot parse the format '{fmt}' in Sluice", "format")
+            return ctx.unsupported(
+                f"$dateFromString cannot parse the format '{fmt}' in Sluice", "format"
+            )
     if zone is None:
         return placeholder()
     on_error = ctx.sub(spec["onError"], "onError") if "onError" in spec else None
@@ -371,10 +390,22 @@ def date_from_string(ctx: Ctx) -> Expr:
         parsed = parse_date_string(text, zone)
     else:
         raw = F.try_to_timestamp(text, F.lit(pattern))
-        parsed = raw if "%z" in spec["format"] or zone.name is None else F.to_utc_timestamp(raw, zone.name)
+        parsed = (
+            raw
+            if "%z" in spec["format"] or zone.name is None
+            else F.to_utc_timestamp(raw, zone.name)
+        )
     failure = when_all(
         [
-            (~text_arg.kind_in(("string",)), message("$dateFromString requires that 'dateString' be a string, found: ", kind_text(text_arg), " with value ", F.to_json(text_arg.value))),
+            (
+                ~text_arg.kind_in(("string",)),
+                message(
+                    "$dateFromString requires that 'dateString' be a string, found: ",
+                    kind_text(text_arg),
+                    " with value ",
+                    F.to_json(text_arg.value),
+                ),
+            ),
             (parsed.isNull(), parse_error(text)),
         ]
     )
@@ -400,7 +431,7 @@ def date_from_string(ctx: Ctx) -> Expr:
 
 
 OPS: dict[str, Callable[[Ctx], Expr]] = {
-    **{op: date_part for op in PARTS},
+    **dict.fromkeys(PARTS, date_part),
     "$dateToString": date_to_string,
     "$dateFromString": date_from_string,
 }

@@ -33,6 +33,7 @@ from pipeline_stages._mql.scope import Expr
 def _no_error() -> Column:
     return F.lit(None).cast("string")
 
+
 _COMPARISONS: dict[str, Callable[[Column], Column]] = {
     "$eq": lambda c: c == 0,
     "$ne": lambda c: c != 0,
@@ -171,17 +172,23 @@ def if_null(ctx: Ctx) -> Expr:
 
 def _switch_branches(ctx: Ctx, branches: Any) -> list[tuple[Expr, Expr]] | None:
     if not isinstance(branches, list):
-        ctx.fail(f"$switch expected an array for 'branches', found: {_json_type(branches)}", "branches")
+        ctx.fail(
+            f"$switch expected an array for 'branches', found: {_json_type(branches)}", "branches"
+        )
         return None
     out = []
     for i, branch in enumerate(branches):
         where = ("branches", i)
         if not isinstance(branch, dict):
-            ctx.fail(f"$switch expected each branch to be an object, found: {_json_type(branch)}", *where)
+            ctx.fail(
+                f"$switch expected each branch to be an object, found: {_json_type(branch)}", *where
+            )
             return None
         unknown = [k for k in branch if k not in ("case", "then")]
         if unknown:
-            ctx.fail(f"$switch found an unknown argument to a branch: {unknown[0]}", *where, unknown[0])
+            ctx.fail(
+                f"$switch found an unknown argument to a branch: {unknown[0]}", *where, unknown[0]
+            )
             return None
         if "case" not in branch:
             ctx.fail("$switch requires each branch have a 'case' expression", *where)
@@ -189,7 +196,9 @@ def _switch_branches(ctx: Ctx, branches: Any) -> list[tuple[Expr, Expr]] | None:
         if "then" not in branch:
             ctx.fail("$switch requires each branch have a 'then' expression.", *where)
             return None
-        out.append((ctx.sub(branch["case"], *where, "case"), ctx.sub(branch["then"], *where, "then")))
+        out.append(
+            (ctx.sub(branch["case"], *where, "case"), ctx.sub(branch["then"], *where, "then"))
+        )
     if not out:
         ctx.fail("$switch requires at least one branch.", "branches")
         return None
@@ -219,8 +228,11 @@ def switch(ctx: Ctx) -> Expr:
             error_pairs.append((err.isNotNull(), err))
         error_pairs.append((t, then.error_or_null()))
     if default is None:
-        otherwise_value, otherwise_error = V.null(), F.lit(
-            "$switch could not find a matching branch for an input, and no default was specified."
+        otherwise_value, otherwise_error = (
+            V.null(),
+            F.lit(
+                "$switch could not find a matching branch for an input, and no default was specified."
+            ),
         )
     else:
         otherwise_value, otherwise_error = default.value, default.error_or_null()
@@ -233,7 +245,7 @@ def switch(ctx: Ctx) -> Expr:
 
 
 OPS: dict[str, Callable[[Ctx], Expr]] = {
-    **{op: _comparison for op in _COMPARISONS},
+    **dict.fromkeys(_COMPARISONS, _comparison),
     "$cmp": cmp,
     "$and": _and_or,
     "$or": _and_or,

@@ -74,10 +74,17 @@ def concat(ctx: Ctx) -> Expr:
     pairs = []
     for a in args:
         pairs.append((a.nullish, _no_error()))
-        pairs.append((~a.kind_in(("string",)), message("$concat only supports strings, not ", kind_text(a))))
+        pairs.append(
+            (~a.kind_in(("string",)), message("$concat only supports strings, not ", kind_text(a)))
+        )
     own = None if all(a.static == "string" for a in args) else when_all(pairs)
     joined = F.concat(*[V.as_string(a.value, a.k) for a in args])
-    return result(null_if_nullish(args, V.from_string(joined)), *errors_of(args), own=own, kinds={"string", "null"})
+    return result(
+        null_if_nullish(args, V.from_string(joined)),
+        *errors_of(args),
+        own=own,
+        kinds={"string", "null"},
+    )
 
 
 def _case(upper: bool) -> Callable[[Ctx], Expr]:
@@ -92,11 +99,22 @@ def _case(upper: bool) -> Callable[[Ctx], Expr]:
     return compile_op
 
 
-def _index_checks(op: str, a: Arg, what: str, *, nonneg_message: str) -> tuple[Column, list[tuple[Column, Column]]]:
+def _index_checks(
+    op: str, a: Arg, what: str, *, nonneg_message: str
+) -> tuple[Column, list[tuple[Column, Column]]]:
     n = V.as_whole_number(a.value, a.k)
     checks = [
-        (~a.kind_in(V.NUMERIC_TYPES), message(f"{op}: {what} must be a numeric type (is BSON type ", kind_text(a), ")")),
-        (n.isNull() | (n < V.INT32_MIN) | (n > V.INT32_MAX), message(f"{op}: {what} cannot be represented as a 32-bit integral value: ", number_text(V.as_double(a.value, a.k)))),
+        (
+            ~a.kind_in(V.NUMERIC_TYPES),
+            message(f"{op}: {what} must be a numeric type (is BSON type ", kind_text(a), ")"),
+        ),
+        (
+            n.isNull() | (n < V.INT32_MIN) | (n > V.INT32_MAX),
+            message(
+                f"{op}: {what} cannot be represented as a 32-bit integral value: ",
+                number_text(V.as_double(a.value, a.k)),
+            ),
+        ),
         (n < 0, F.lit(nonneg_message)),
     ]
     return n, checks
@@ -108,10 +126,22 @@ def substr_cp(ctx: Ctx) -> Expr:
     if args is None:
         return placeholder()
     text, coerce_error = coerce_to_string(args[0])
-    start, start_checks = _index_checks(ctx.op, args[1], "starting index", nonneg_message=f"{ctx.op}: the starting index must be nonnegative integer.")
-    length, length_checks = _index_checks(ctx.op, args[2], "length", nonneg_message=f"{ctx.op}: length must be a nonnegative integer.")
+    start, start_checks = _index_checks(
+        ctx.op,
+        args[1],
+        "starting index",
+        nonneg_message=f"{ctx.op}: the starting index must be nonnegative integer.",
+    )
+    length, length_checks = _index_checks(
+        ctx.op, args[2], "length", nonneg_message=f"{ctx.op}: length must be a nonnegative integer."
+    )
     # MongoDB checks types of both before the signs: reorder to match.
-    checks = [(F.lit(False), _no_error())] + start_checks[:2] + length_checks[:2] + [length_checks[2], start_checks[2]]
+    checks = (
+        [(F.lit(False), _no_error())]
+        + start_checks[:2]
+        + length_checks[:2]
+        + [length_checks[2], start_checks[2]]
+    )
     own = F.coalesce(coerce_error, when_all(checks))
     value = F.substr(text, (start + 1).cast("int"), length.cast("int"))
     return result(V.from_string(value), *errors_of(args), own=own, kinds={"string"})
@@ -134,11 +164,34 @@ def substr_bytes(ctx: Ctx) -> Expr:
 
     op = ctx.op if ctx.op == "$substrBytes" else "$substrBytes"
     checks = [
-        (~args[1].kind_in(("int", "long", "double")), message(f"{op}:  starting index must be a numeric type (is BSON type ", kind_text(args[1]), ")")),
-        (~args[2].kind_in(("int", "long", "double")), message(f"{op}:  length must be a numeric type (is BSON type ", kind_text(args[2]), ")")),
-        (start < 0, message(f"{op}:  starting index must be non-negative (got: ", start.cast("string"), ")")),
-        (continuation(start), F.lit(f"{op}:  Invalid range, starting index is a UTF-8 continuation byte.")),
-        (continuation(start + length), F.lit(f"{op}:  Invalid range, ending index is in the middle of a UTF-8 character.")),
+        (
+            ~args[1].kind_in(("int", "long", "double")),
+            message(
+                f"{op}:  starting index must be a numeric type (is BSON type ",
+                kind_text(args[1]),
+                ")",
+            ),
+        ),
+        (
+            ~args[2].kind_in(("int", "long", "double")),
+            message(
+                f"{op}:  length must be a numeric type (is BSON type ", kind_text(args[2]), ")"
+            ),
+        ),
+        (
+            start < 0,
+            message(
+                f"{op}:  starting index must be non-negative (got: ", start.cast("string"), ")"
+            ),
+        ),
+        (
+            continuation(start),
+            F.lit(f"{op}:  Invalid range, starting index is a UTF-8 continuation byte."),
+        ),
+        (
+            continuation(start + length),
+            F.lit(f"{op}:  Invalid range, ending index is in the middle of a UTF-8 character."),
+        ),
     ]
     own = F.coalesce(coerce_error, when_all(checks))
     piece = F.decode(F.substr(raw, (start + 1).cast("int"), length.cast("int")), "UTF-8")
@@ -151,7 +204,10 @@ def _str_len(ctx: Ctx) -> Expr:
     if args is None:
         return placeholder()
     a = args[0]
-    own = F.when(~a.kind_in(("string",)), message(f"{ctx.op} requires a string argument, found: ", kind_text(a)))
+    own = F.when(
+        ~a.kind_in(("string",)),
+        message(f"{ctx.op} requires a string argument, found: ", kind_text(a)),
+    )
     text = V.as_string(a.value, a.k)
     length = F.char_length(text) if ctx.op == "$strLenCP" else F.octet_length(text)
     return result(V.from_long(length), a.error, own=own, kinds={"int"})
@@ -168,12 +224,32 @@ def _trim(ctx: Ctx) -> Expr:
     trimmed = {"$trim": F.trim, "$ltrim": F.ltrim, "$rtrim": F.rtrim}[ctx.op](text, set_text)
     checks = [
         (inp.nullish, _no_error()),
-        (~inp.kind_in(("string",)), message(f"{ctx.op} requires its input to be a string, got ", F.to_json(inp.value), " (of type ", kind_text(inp), ") instead.")),
+        (
+            ~inp.kind_in(("string",)),
+            message(
+                f"{ctx.op} requires its input to be a string, got ",
+                F.to_json(inp.value),
+                " (of type ",
+                kind_text(inp),
+                ") instead.",
+            ),
+        ),
     ]
     nullish = inp.nullish
     if chars is not None:
         checks.append((chars.nullish, _no_error()))
-        checks.append((~chars.kind_in(("string",)), message(f"{ctx.op} requires 'chars' to be a string, got ", F.to_json(chars.value), " (of type ", kind_text(chars), ") instead.")))
+        checks.append(
+            (
+                ~chars.kind_in(("string",)),
+                message(
+                    f"{ctx.op} requires 'chars' to be a string, got ",
+                    F.to_json(chars.value),
+                    " (of type ",
+                    kind_text(chars),
+                    ") instead.",
+                ),
+            )
+        )
         nullish = nullish | chars.nullish
     value = F.when(nullish, V.null()).otherwise(V.from_string(trimmed))
     errors = [inp.error] + ([chars.error] if chars is not None else [])
@@ -195,8 +271,20 @@ def split(ctx: Ctx) -> Expr:
     sep_text = V.as_string(sep.value, sep.k)
     checks = [
         (text.nullish | sep.nullish, _no_error()),
-        (~text.kind_in(("string",)), message("$split requires an expression that evaluates to a string as a first argument, found: ", kind_text(text))),
-        (~sep.kind_in(("string",)), message("$split requires an expression that evaluates to a string as a second argument, found: ", kind_text(sep))),
+        (
+            ~text.kind_in(("string",)),
+            message(
+                "$split requires an expression that evaluates to a string as a first argument, found: ",
+                kind_text(text),
+            ),
+        ),
+        (
+            ~sep.kind_in(("string",)),
+            message(
+                "$split requires an expression that evaluates to a string as a second argument, found: ",
+                kind_text(sep),
+            ),
+        ),
         (sep_text == "", F.lit("$split requires a non-empty separator")),
     ]
     parts = F.split(V.as_string(text.value, text.k), _quote(sep_text), -1)
@@ -224,14 +312,37 @@ def index_of_cp(ctx: Ctx) -> Expr:
     s, t = V.as_string(text.value, text.k), V.as_string(token.value, token.k)
     checks = [
         (text.nullish, _no_error()),
-        (~text.kind_in(("string",)), message("$indexOfCP requires a string as the first argument, found: ", kind_text(text))),
-        (~token.kind_in(("string",)), message("$indexOfCP requires a string as the second argument, found: ", kind_text(token))),
+        (
+            ~text.kind_in(("string",)),
+            message("$indexOfCP requires a string as the first argument, found: ", kind_text(text)),
+        ),
+        (
+            ~token.kind_in(("string",)),
+            message(
+                "$indexOfCP requires a string as the second argument, found: ", kind_text(token)
+            ),
+        ),
     ]
     bounds = []
     for a, what in zip(args[2:], ("starting index", "ending index"), strict=False):
         n = V.as_whole_number(a.value, a.k)
-        checks.append((~a.kind_in(V.NUMERIC_TYPES) | n.isNull(), message(f"$indexOfCPrequires an integral {what}, found a value of type: ", kind_text(a), ", with value: ", F.to_json(a.value))))
-        checks.append((n < 0, message(f"$indexOfCP requires a nonnegative {what}, found: ", F.to_json(a.value))))
+        checks.append(
+            (
+                ~a.kind_in(V.NUMERIC_TYPES) | n.isNull(),
+                message(
+                    f"$indexOfCPrequires an integral {what}, found a value of type: ",
+                    kind_text(a),
+                    ", with value: ",
+                    F.to_json(a.value),
+                ),
+            )
+        )
+        checks.append(
+            (
+                n < 0,
+                message(f"$indexOfCP requires a nonnegative {what}, found: ", F.to_json(a.value)),
+            )
+        )
         bounds.append(n)
     start = bounds[0] if bounds else F.lit(0).cast("bigint")
     length = F.char_length(s)
@@ -251,7 +362,12 @@ def _replace(ctx: Ctx) -> Expr:
     parts = {k: ctx.arg(ctx.sub(spec[k], k)) for k in ("input", "find", "replacement")}
     checks = []
     for key, a in parts.items():
-        checks.append((~a.kind_in(("string", "null", "missing")), message(f"{ctx.op} requires that '{key}' be a string, found: ", F.to_json(a.value))))
+        checks.append(
+            (
+                ~a.kind_in(("string", "null", "missing")),
+                message(f"{ctx.op} requires that '{key}' be a string, found: ", F.to_json(a.value)),
+            )
+        )
     s, f, r = (V.as_string(a.value, a.k) for a in parts.values())
     if ctx.op == "$replaceAll":
         replaced = F.replace(s, f, r)
@@ -287,8 +403,17 @@ def _regex_flags(ctx: Ctx, options: Arg | None) -> tuple[Column, str | None, Col
     unknown = F.regexp_replace(raw, "[imsxu]", "")
     error = when_all(
         [
-            (~options.kind_in(("string", "null", "missing")), F.lit(f"{ctx.op} needs 'options' to be of type string")),
-            (unknown != "", message(f"{ctx.op} invalid flag in regex options: ", F.substr(unknown, F.lit(1), F.lit(1)))),
+            (
+                ~options.kind_in(("string", "null", "missing")),
+                F.lit(f"{ctx.op} needs 'options' to be of type string"),
+            ),
+            (
+                unknown != "",
+                message(
+                    f"{ctx.op} invalid flag in regex options: ",
+                    F.substr(unknown, F.lit(1), F.lit(1)),
+                ),
+            ),
         ]
     )
     return flags, None, error
@@ -308,7 +433,9 @@ def _constant_pattern_ok(ctx: Ctx, pattern: str) -> bool:
     return True
 
 
-def _regex_test(ctx: Ctx, text: Column, regex: Arg, flags: Column, flag_text: str | None) -> tuple[Column, Column]:
+def _regex_test(
+    ctx: Ctx, text: Column, regex: Arg, flags: Column, flag_text: str | None
+) -> tuple[Column, Column]:
     """(matched, pattern_is_valid) for a constant or per-document pattern."""
     if regex.is_const and isinstance(regex.const, str) and flag_text is not None:
         if not _constant_pattern_ok(ctx, flag_text + regex.const):
@@ -316,7 +443,9 @@ def _regex_test(ctx: Ctx, text: Column, regex: Arg, flags: Column, flag_text: st
         return text.rlike(flag_text + regex.const), F.lit(True)
     # A per-document pattern is compiled per row: guard it, as a bad one would fail the query.
     pattern = F.concat(flags, V.as_string(regex.value, regex.k))
-    valid = F.call_function("try_reflect", F.lit("java.util.regex.Pattern"), F.lit("compile"), pattern).isNotNull()
+    valid = F.call_function(
+        "try_reflect", F.lit("java.util.regex.Pattern"), F.lit("compile"), pattern
+    ).isNotNull()
     return F.when(valid, text.rlike(pattern)), valid
 
 
@@ -331,13 +460,21 @@ def regex_match(ctx: Ctx) -> Expr:
     flags, flag_text, flag_error = _regex_flags(ctx, options)
     matched, valid = _regex_test(ctx, V.as_string(inp.value, inp.k), regex, flags, flag_text)
     checks = [
-        (~inp.kind_in(("string", "null", "missing")), F.lit(f"{ctx.op} needs 'input' to be of type string")),
-        (~regex.kind_in(("string", "null", "missing")), F.lit(f"{ctx.op} needs 'regex' to be of type string or regex")),
+        (
+            ~inp.kind_in(("string", "null", "missing")),
+            F.lit(f"{ctx.op} needs 'input' to be of type string"),
+        ),
+        (
+            ~regex.kind_in(("string", "null", "missing")),
+            F.lit(f"{ctx.op} needs 'regex' to be of type string or regex"),
+        ),
     ]
     if flag_error is not None:
         checks.append((flag_error.isNotNull(), flag_error))
     checks.append((~inp.nullish & ~regex.nullish & ~valid, F.lit(f"Invalid Regex in {ctx.op}")))
-    value = F.when(inp.nullish | regex.nullish, F.lit(False)).otherwise(F.coalesce(matched, F.lit(False)))
+    value = F.when(inp.nullish | regex.nullish, F.lit(False)).otherwise(
+        F.coalesce(matched, F.lit(False))
+    )
     errors = [inp.error, regex.error] + ([options.error] if options is not None else [])
     return result(V.from_bool(value), *errors, own=when_all(checks), kinds={"bool"})
 

@@ -45,37 +45,63 @@ TYPE_NAMES = frozenset(TYPE_CODES.values()) | {"javascript", "symbol", "dbPointe
 SUPPORTED_TARGETS = ("double", "string", "objectId", "bool", "date", "int", "long", "decimal")
 
 _INT_TEXT = r"^[+-]?[0-9]+$"
-_FLOAT_TEXT = r"^[+-]?(([0-9]+\.?[0-9]*)|(\.[0-9]+))([eE][+-]?[0-9]+)?$|^[+-]?(?i:inf|infinity|nan)$"
+_FLOAT_TEXT = (
+    r"^[+-]?(([0-9]+\.?[0-9]*)|(\.[0-9]+))([eE][+-]?[0-9]+)?$|^[+-]?(?i:inf|infinity|nan)$"
+)
 _OID_TEXT = r"^[0-9a-fA-F]{24}$"
 
 
 def _unsupported(a: Arg, target: str) -> Column:
-    return message("Unsupported conversion from ", kind_text(a), f" to {target} in $convert with no onError value")
+    return message(
+        "Unsupported conversion from ",
+        kind_text(a),
+        f" to {target} in $convert with no onError value",
+    )
 
 
 def _parse_failure(text: Column, reason: Column | str) -> Column:
-    return message("Failed to parse number '", text, "' in $convert with no onError value: ", reason)
+    return message(
+        "Failed to parse number '", text, "' in $convert with no onError value: ", reason
+    )
 
 
 def _string_number_error(text: Column, pattern: str) -> Column:
     return when_all(
         [
-            (F.startswith(text, F.lit("0x")) | F.startswith(text, F.lit("0X")), message("Illegal hexadecimal input in $convert with no onError value: ", text)),
+            (
+                F.startswith(text, F.lit("0x")) | F.startswith(text, F.lit("0X")),
+                message("Illegal hexadecimal input in $convert with no onError value: ", text),
+            ),
             (text == "", _parse_failure(text, "No digits")),
-            (~F.regexp_like(text, F.lit(pattern)), _parse_failure(text, "Did not consume whole string.")),
+            (
+                ~F.regexp_like(text, F.lit(pattern)),
+                _parse_failure(text, "Did not consume whole string."),
+            ),
         ]
     )
 
 
 def _overflow(value: Column) -> Column:
-    return message("Conversion would overflow target type in $convert with no onError value: ", value)
+    return message(
+        "Conversion would overflow target type in $convert with no onError value: ", value
+    )
 
 
 def _double_to_integer_error(x: Column, low: float, high: float) -> Column:
     return when_all(
         [
-            (F.isnan(x), F.lit("Attempt to convert NaN value to integer type in $convert with no onError value")),
-            (F.abs(x) == float("inf"), F.lit("Attempt to convert infinity value to integer type in $convert with no onError value")),
+            (
+                F.isnan(x),
+                F.lit(
+                    "Attempt to convert NaN value to integer type in $convert with no onError value"
+                ),
+            ),
+            (
+                F.abs(x) == float("inf"),
+                F.lit(
+                    "Attempt to convert infinity value to integer type in $convert with no onError value"
+                ),
+            ),
             ((x < low) | (x >= high), _overflow(double_text(x))),
         ]
     )
@@ -102,8 +128,30 @@ def _to_integer(a: Arg, bits: int) -> tuple[Column, Column]:
         [
             (a.kind_in(V.INTEGRAL_TYPES) & F.lit(bits == 32) & int_range, _overflow(F.lit(""))),
             (a.kind_in(("double", "decimal")), _double_to_integer_error(x, low, high)),
-            (a.kind_in(("string",)), F.coalesce(_string_number_error(text, _INT_TEXT), F.when(parsed.isNull() | (F.lit(bits == 32) & int_range), _parse_failure(text, "Overflow")))),
-            (~a.kind_in(("int", "long", "double", "decimal", "string", "bool", *(["date"] if bits == 64 else []))), _unsupported(a, "int" if bits == 32 else "long")),
+            (
+                a.kind_in(("string",)),
+                F.coalesce(
+                    _string_number_error(text, _INT_TEXT),
+                    F.when(
+                        parsed.isNull() | (F.lit(bits == 32) & int_range),
+                        _parse_failure(text, "Overflow"),
+                    ),
+                ),
+            ),
+            (
+                ~a.kind_in(
+                    (
+                        "int",
+                        "long",
+                        "double",
+                        "decimal",
+                        "string",
+                        "bool",
+                        *(["date"] if bits == 64 else []),
+                    )
+                ),
+                _unsupported(a, "int" if bits == 32 else "long"),
+            ),
         ]
     )
     return value, failure
@@ -122,15 +170,26 @@ def _to_double(a: Arg) -> tuple[Column, Column]:
     )
     failure = when_all(
         [
-            (a.kind_in(("string",)), F.coalesce(_string_number_error(text, _FLOAT_TEXT), F.when(parsed.isNull(), _parse_failure(text, "Out of range")))),
-            (~a.kind_in(("int", "long", "double", "decimal", "string", "bool", "date")), _unsupported(a, "double")),
+            (
+                a.kind_in(("string",)),
+                F.coalesce(
+                    _string_number_error(text, _FLOAT_TEXT),
+                    F.when(parsed.isNull(), _parse_failure(text, "Out of range")),
+                ),
+            ),
+            (
+                ~a.kind_in(("int", "long", "double", "decimal", "string", "bool", "date")),
+                _unsupported(a, "double"),
+            ),
         ]
     )
     return V.from_double(value), failure
 
 
 def _decimal_object(text: Column) -> Column:
-    return F.when(text.isNotNull(), F.to_variant_object(F.named_struct(F.lit("$numberDecimal"), text)))
+    return F.when(
+        text.isNotNull(), F.to_variant_object(F.named_struct(F.lit("$numberDecimal"), text))
+    )
 
 
 def _to_decimal(a: Arg) -> tuple[Column, Column]:
@@ -142,14 +201,20 @@ def _to_decimal(a: Arg) -> tuple[Column, Column]:
             (a.kind_in(("decimal",)), wrapped),
             (a.kind_in(("double",)), double_text(V.as_double(a.value, a.k))),
             (a.kind_in(("string",)), text),
-            (a.kind_in(("bool",)), F.when(V.as_bool(a.value, "bool"), F.lit("1")).otherwise(F.lit("0"))),
+            (
+                a.kind_in(("bool",)),
+                F.when(V.as_bool(a.value, "bool"), F.lit("1")).otherwise(F.lit("0")),
+            ),
             (a.kind_in(("date",)), V.as_epoch_ms(a.value, "date").cast("string")),
         ]
     )
     failure = when_all(
         [
             (a.kind_in(("string",)), _string_number_error(text, _FLOAT_TEXT)),
-            (~a.kind_in(("int", "long", "double", "decimal", "string", "bool", "date")), _unsupported(a, "decimal")),
+            (
+                ~a.kind_in(("int", "long", "double", "decimal", "string", "bool", "date")),
+                _unsupported(a, "decimal"),
+            ),
         ]
     )
     return _decimal_object(digits), failure
@@ -163,7 +228,10 @@ def _to_string(a: Arg) -> tuple[Column, Column]:
             (a.kind_in(V.INTEGRAL_TYPES), V.as_long(a.value, a.k).cast("string")),
             (a.kind_in(("double",)), double_text(V.as_double(a.value, a.k))),
             (a.kind_in(("decimal",)), F.try_variant_get(a.value, '$["$numberDecimal"]', "string")),
-            (a.kind_in(("bool",)), F.when(V.as_bool(a.value, "bool"), F.lit("true")).otherwise(F.lit("false"))),
+            (
+                a.kind_in(("bool",)),
+                F.when(V.as_bool(a.value, "bool"), F.lit("true")).otherwise(F.lit("false")),
+            ),
             (a.kind_in(("date",)), F.date_format(V.as_timestamp(a.value, "date"), V.DATE_PATTERN)),
             (a.kind_in(("objectId",)), oid),
             (a.kind_in(("object", "array")), F.to_json(a.value)),
@@ -187,7 +255,9 @@ def _to_bool(a: Arg) -> tuple[Column, Column]:
 def _to_date(a: Arg) -> tuple[Column, Column]:
     text = V.as_string(a.value, a.k)
     x = V.as_double(a.value, a.k)
-    oid_seconds = F.conv(F.substr(F.try_variant_get(a.value, '$["$oid"]', "string"), F.lit(1), F.lit(8)), 16, 10).try_cast("bigint")
+    oid_seconds = F.conv(
+        F.substr(F.try_variant_get(a.value, '$["$oid"]', "string"), F.lit(1), F.lit(8)), 16, 10
+    ).try_cast("bigint")
     parsed = parse_date_string(text)
     value = when_all(
         [
@@ -201,7 +271,10 @@ def _to_date(a: Arg) -> tuple[Column, Column]:
         [
             (a.kind_in(("double", "decimal")), _double_to_integer_error(x, -(2.0**63), 2.0**63)),
             (a.kind_in(("string",)) & parsed.isNull(), parse_error(text)),
-            (~a.kind_in(("date", "long", "double", "decimal", "string", "objectId")), _unsupported(a, "date")),
+            (
+                ~a.kind_in(("date", "long", "double", "decimal", "string", "objectId")),
+                _unsupported(a, "date"),
+            ),
         ]
     )
     return V.from_timestamp(value), failure
@@ -215,8 +288,24 @@ def _to_object_id(a: Arg) -> tuple[Column, Column]:
     failure = when_all(
         [
             (a.kind_in(("objectId",)), F.lit(None).cast("string")),
-            (a.kind_in(("string",)) & (F.length(text) != 24), message("Failed to parse objectId '", text, "' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found ", F.length(text).cast("string"))),
-            (a.kind_in(("string",)) & ~F.regexp_like(text, F.lit(_OID_TEXT)), message("Failed to parse objectId '", text, "' in $convert with no onError value: Invalid character found in hex string: ", text)),
+            (
+                a.kind_in(("string",)) & (F.length(text) != 24),
+                message(
+                    "Failed to parse objectId '",
+                    text,
+                    "' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found ",
+                    F.length(text).cast("string"),
+                ),
+            ),
+            (
+                a.kind_in(("string",)) & ~F.regexp_like(text, F.lit(_OID_TEXT)),
+                message(
+                    "Failed to parse objectId '",
+                    text,
+                    "' in $convert with no onError value: Invalid character found in hex string: ",
+                    text,
+                ),
+            ),
             (~a.kind_in(("string",)), _unsupported(a, "objectId")),
         ]
     )
@@ -250,7 +339,10 @@ def _target(ctx: Ctx, to: Expr) -> str | None:
         return None
     raw: Any = to.const.get("type") if isinstance(to.const, dict) else to.const
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        ctx.fail(f"$convert's 'to' argument must be a string or number, but is {V.literal_kind(raw)}", "to")
+        ctx.fail(
+            f"$convert's 'to' argument must be a string or number, but is {V.literal_kind(raw)}",
+            "to",
+        )
         return None
     if isinstance(raw, float):
         if raw != int(raw):
@@ -259,7 +351,10 @@ def _target(ctx: Ctx, to: Expr) -> str | None:
         raw = int(raw)
     if isinstance(raw, int):
         if raw not in TYPE_CODES:
-            ctx.fail(f"In $convert, numeric value for 'to' does not correspond to a BSON type: {raw}", "to")
+            ctx.fail(
+                f"In $convert, numeric value for 'to' does not correspond to a BSON type: {raw}",
+                "to",
+            )
             return None
         return TYPE_CODES[raw]
     if raw not in TYPE_NAMES:
@@ -268,7 +363,9 @@ def _target(ctx: Ctx, to: Expr) -> str | None:
     return raw
 
 
-def _convert(ctx: Ctx, input_expr: Expr, target: str, on_error: Expr | None, on_null: Expr | None) -> Expr:
+def _convert(
+    ctx: Ctx, input_expr: Expr, target: str, on_error: Expr | None, on_null: Expr | None
+) -> Expr:
     a = ctx.arg(input_expr)
     if target in CONVERSIONS:
         converted, failure = CONVERSIONS[target](a)
@@ -285,7 +382,10 @@ def _convert(ctx: Ctx, input_expr: Expr, target: str, on_error: Expr | None, on_
     )
     own = when_all(
         [
-            (a.nullish, on_null.error_or_null() if on_null is not None else F.lit(None).cast("string")),
+            (
+                a.nullish,
+                on_null.error_or_null() if on_null is not None else F.lit(None).cast("string"),
+            ),
             (failed, on_error.error_or_null() if on_error is not None else failure),
         ]
     )

@@ -27,6 +27,7 @@ from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.json_schema import compile_json_schema
 from pipeline_stages._mql.query_ops import UNSUPPORTED, OpContext, compile_field
+from pipeline_stages._mql.query_paths import Paths
 from pipeline_stages._mql.scope import Predicate, Scope
 
 __all__ = ["compile_filter"]
@@ -62,6 +63,7 @@ class _Compiler:
     def __init__(self, scope: Scope, problems: ProblemCollector) -> None:
         self.scope = scope
         self.problems = problems
+        self.paths = Paths()
 
     def document(self, filter: Any, doc: Column, path: str, *, top: bool) -> Predicate:  # noqa: A002
         """A filter document: every clause must hold."""
@@ -82,7 +84,7 @@ class _Compiler:
         cond = compile_field(value, ctx)
         if cond is None:
             return _FALSE
-        return Predicate(cond.on_path(doc, key.split(".")))
+        return Predicate(cond.on_path(self.paths, doc, key.split(".")))
 
     def sub_filter(self, filter: Mapping[str, Any], element: Column, path: str) -> Column:
         """An `$elemMatch` sub-filter on one array element (which cannot fail: no `$expr`)."""

@@ -27,7 +27,7 @@ from pipeline_stages._mql.query_literals import (
     parse_literal,
 )
 from pipeline_stages._mql.query_paths import AllOf, FieldCond, Leaf, Negated
-from pipeline_stages._mql.query_values import Typed, as_array, is_any_object
+from pipeline_stages._mql.query_values import Typed, is_any_object, typed_array
 
 #: Compiles an `$elemMatch` sub-filter against one array element (a VARIANT column).
 SubFilter = Callable[[Mapping[str, Any], Column, str], Column]
@@ -336,23 +336,24 @@ def _elem_match(arg: Any, ctx: OpContext) -> FieldCond | None:
         return None
 
     def test(value: Typed) -> Column:
-        found = F.exists(value.as_array(), element_test)
+        found = F.exists(typed_array(value.as_array()), element_test)
         return value.is_array() & F.coalesce(found, F.lit(False))
 
     return Leaf(test, expand=False)
 
 
 def _element_test(arg: dict[str, Any], ctx: OpContext) -> Callable[[Column], Column] | None:
-    """What one element must satisfy: operators (value form) or a sub-filter (object form)."""
+    """What one typed element must satisfy: operators (value form) or a sub-filter."""
     first = next(iter(arg), "")
     if first.startswith("$") and first not in DOCUMENT_LEVEL:
         cond = compile_operators(arg, ctx)
-        return (lambda e: cond.on_value(Typed.of(e))) if cond is not None else None
+        return (lambda e: cond.on_value(Typed.of_struct(e))) if cond is not None else None
 
-    def matches(element: Column) -> Column:
+    def matches(typed: Column) -> Column:
         # Only objects and arrays are documents a sub-filter can look into.
-        container = is_any_object(element) | as_array(element).isNotNull()
-        return container & ctx.sub_filter(arg, element, ctx.path)
+        element = Typed.of_struct(typed)
+        container = is_any_object(element.value) | element.is_array()
+        return container & ctx.sub_filter(arg, element.value, ctx.path)
 
     return matches
 

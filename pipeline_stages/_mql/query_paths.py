@@ -25,7 +25,7 @@ generated methods too large to JIT-compile).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column
@@ -143,17 +143,26 @@ def first_step(doc: Column, part: str) -> Column:
 
 def _reach(doc: Column, parts: Sequence[str], *, expand: bool) -> Column:
     """`ARRAY<VARIANT>` of the values reached (SQL NULL elements stand for missing)."""
-    level = F.array(first_step(doc, parts[0]))
-    by_position = None
-    for depth, part in enumerate(parts[1:], start=2):
-        at_end = depth == len(parts)
-        index = array_index(part)
-        if at_end and index is not None:
-            by_position = F.flatten(F.transform(level, lambda v, i=index: _picked(v, i)))
-        level = F.flatten(F.transform(level, lambda v, p=part, end=at_end: _step(v, p, end)))
+    first = first_step(doc, parts[0])
+    if len(parts) == 1:
+        return _expanded(first) if expand else F.array(first)
+    last = len(parts) - 1
+    index = array_index(parts[-1])
+    # The first step starts from one value; later steps from every value reached so far.
+    level = _step(first, parts[1], last == 1)
+    by_position = _picked(first, index) if last == 1 and index is not None else None
+    for depth in range(2, len(parts)):
+        if depth == last and index is not None:
+            by_position = F.flatten(F.transform(level, lambda v: _picked(v, index)))
+        level = F.flatten(F.transform(level, _stepper(parts[depth], depth == last)))
     if expand:
         level = F.flatten(F.transform(level, _expanded))
     return level if by_position is None else F.concat(level, by_position)
+
+
+def _stepper(part: str, at_end: bool) -> Callable[[Column], Column]:
+    # PySpark reads a lambda's arity to pick its arguments: no default-argument binding.
+    return lambda value: _step(value, part, at_end)
 
 
 def _step(value: Column, part: str, at_end: bool) -> Column:
@@ -171,8 +180,7 @@ def _step(value: Column, part: str, at_end: bool) -> Column:
 
 def _picked(value: Column, index: int) -> Column:
     """The element a final numeric component selects: tested as is, without expansion."""
-    picked = get_index(value, index)
-    return F.filter(F.array(picked), lambda e: e.isNotNull() & as_array(value).isNotNull())
+    return F.filter(F.array(get_index(value, index)), lambda e: e.isNotNull())
 
 
 def _expanded(value: Column) -> Column:

@@ -1,12 +1,10 @@
 """Typed views of VARIANT values for the query-filter compiler.
 
 A query tests many operators against the same value, and almost every test first asks what
-type the value has (query comparisons are type-bracketed). Reading the type means calling
-`schema_of_variant`, so `Typed` pairs a value with its schema string, computed once, and
-answers every type question with one cheap string test on it. Spark's common-subexpression
-elimination then evaluates `schema_of_variant` once per field path outside lambdas.
-
-The type rules mirror `values.mql_type` (the encoding table in `values.py`): an integer
+type the value has (query comparisons are type-bracketed). `Typed` pairs a value with a small
+integer *kind*, computed once per value from one `schema_of_variant` call through one regex
+and one lookup, so each type test is a single integer comparison and the generated code stays
+small. The kinds follow `values.mql_type` (the encoding table in `values.py`): an integer
 variant is an int or long, a decimal or double variant is a double, `{"$date": ...}` is a
 date, `{"$oid": ...}` an objectId, `{"$numberLong"|"$numberDecimal": ...}` a long/decimal.
 """
@@ -21,15 +19,27 @@ from pyspark.sql import functions as F
 
 from pipeline_stages._mql import values as V
 
-#: Stand-in schema for a missing value, so type tests are never NULL.
-MISSING = "MISSING"
+# Kind codes (a value's MQL type class).
+MISSING, NULL, INTEGER, DOUBLE, STRING, BOOL, ARRAY, OBJECT = range(8)
+DATE, OBJECT_ID, BINARY, LONG_WRAPPED, DECIMAL_WRAPPED, OTHER = range(8, 14)
 
-_INTEGRAL = ("BIGINT", "INT", "SMALLINT", "TINYINT")
-_LONG_WRAPPER = "OBJECT<`$numberLong`: STRING>"
-_DECIMAL_WRAPPER = "OBJECT<`$numberDecimal`: STRING>"
-_OID = "OBJECT<`$oid`: STRING>"
-_DATE_PREFIX = "OBJECT<`$date`:"
-_WRAPPER_PREFIXES = (_DATE_PREFIX, "OBJECT<`$numberLong`:", "OBJECT<`$numberDecimal`:")
+#: The leading token of a schema string that decides its kind; wrappers need a longer prefix.
+_KEY_PATTERN = r"^(OBJECT<`\$(?:date|numberLong|numberDecimal)`:|OBJECT<`\$oid`: STRING>$|[A-Z_]+)"
+_KINDS: dict[str, int] = {
+    "MISSING": MISSING,
+    "VOID": NULL,
+    **dict.fromkeys(("BIGINT", "INT", "SMALLINT", "TINYINT"), INTEGER),
+    **dict.fromkeys(("DOUBLE", "FLOAT", "DECIMAL"), DOUBLE),
+    "STRING": STRING,
+    "BOOLEAN": BOOL,
+    "ARRAY": ARRAY,
+    "OBJECT": OBJECT,
+    **dict.fromkeys(("OBJECT<`$date`:", "TIMESTAMP", "TIMESTAMP_NTZ", "DATE"), DATE),
+    "OBJECT<`$oid`: STRING>": OBJECT_ID,
+    "BINARY": BINARY,
+    "OBJECT<`$numberLong`:": LONG_WRAPPED,
+    "OBJECT<`$numberDecimal`:": DECIMAL_WRAPPED,
+}
 
 
 def field_path(name: str) -> str | None:
@@ -60,7 +70,7 @@ def get_index(value: Column, index: int) -> Column:
 
 def array_index(part: str) -> int | None:
     """The array index a path component names (`"0"`, `"12"`), or None."""
-    if part.isdigit() and part.isascii() and str(int(part)) == part:
+    if part.isascii() and part.isdigit() and str(int(part)) == part:
         return int(part)
     return None
 
@@ -80,94 +90,96 @@ def as_object_map(value: Column) -> Column:
     return F.try_variant_get(value, "$", "map<string, variant>")
 
 
-def schema_tag(value: Column) -> Column:
-    """The value's schema string, `MISSING` for a missing value (never NULL)."""
-    return F.coalesce(F.schema_of_variant(value), F.lit(MISSING))
+def kind_of(value: Column) -> Column:
+    """The value's kind code (never NULL), reading its schema once."""
+    schema = F.coalesce(F.schema_of_variant(value), F.lit("MISSING"))
+    lookup = F.create_map(*(F.lit(x) for pair in _KINDS.items() for x in pair))
+    key = F.regexp_extract(schema, _KEY_PATTERN, 1)
+    return F.coalesce(F.try_element_at(lookup, key), F.lit(OTHER))
 
 
 def typed_struct(value: Column) -> Column:
-    """`STRUCT<v: VARIANT, s: STRING>`: a value with its schema, computed once."""
-    return F.struct(value.alias("v"), schema_tag(value).alias("s"))
+    """`STRUCT<v: VARIANT, k: INT>`: a value with its kind."""
+    return F.struct(value.alias("v"), kind_of(value).alias("k"))
 
 
 def typed_array(values: Column) -> Column:
     """An `ARRAY<VARIANT>` as an array of `typed_struct`s.
 
-    Inside a lambda Spark re-evaluates every occurrence of `schema_of_variant(x)`; typing
-    each element once here lets every test read the schema as a plain field.
+    Inside a lambda Spark re-evaluates every occurrence of an expression; typing each element
+    once here lets every test read the kind as a plain field.
     """
     return F.transform(values, typed_struct)
 
 
 @dataclass(frozen=True)
 class Typed:
-    """A VARIANT value and its (never NULL) schema string: type tests without recomputation."""
+    """A VARIANT value and its kind code: type tests without recomputation."""
 
     value: Column
-    schema: Column
+    kind: Column
 
     @classmethod
     def of(cls, value: Column) -> Typed:
-        """Type `value`: one `schema_of_variant` expression, which Spark evaluates once per row
-        outside lambdas (common-subexpression elimination)."""
-        return cls(value, schema_tag(value))
+        """Type `value` (outside lambdas Spark evaluates the shared kind once per row)."""
+        return cls(value, kind_of(value))
 
     @classmethod
     def of_struct(cls, typed: Column) -> Typed:
         """The view of a `typed_struct` (a lambda variable over a `typed_array`)."""
-        return cls(typed["v"], typed["s"])
+        return cls(typed["v"], typed["k"])
 
     # ----------------------------------------------------------------- type tests
 
+    def is_kind(self, *kinds: int) -> Column:
+        """True when the value's kind is one of `kinds`."""
+        if len(kinds) == 1:
+            return self.kind == kinds[0]
+        return self.kind.isin(*kinds)
+
     def is_missing(self) -> Column:
         """True when the value is missing."""
-        return self.schema == MISSING
+        return self.kind == MISSING
 
     def is_null(self) -> Column:
         """True for an explicit null."""
-        return self.schema == "VOID"
+        return self.kind == NULL
 
     def is_nullish(self) -> Column:
         """True for null or missing (what `{a: null}` matches)."""
-        return self.schema.isin(MISSING, "VOID")
+        return self.kind <= NULL
 
     def is_integral(self) -> Column:
         """True for int and long values."""
-        return self.schema.isin(*_INTEGRAL, _LONG_WRAPPER)
+        return self.is_kind(INTEGER, LONG_WRAPPED)
 
     def is_number(self) -> Column:
         """True for int, long, double and decimal values."""
-        exact = self.schema.isin(*_INTEGRAL, "DOUBLE", "FLOAT", _LONG_WRAPPER, _DECIMAL_WRAPPER)
-        return exact | self.schema.startswith("DECIMAL")
+        return self.is_kind(INTEGER, DOUBLE, LONG_WRAPPED, DECIMAL_WRAPPED)
 
     def is_string(self) -> Column:
         """True for strings."""
-        return self.schema == "STRING"
+        return self.kind == STRING
 
     def is_bool(self) -> Column:
         """True for booleans."""
-        return self.schema == "BOOLEAN"
+        return self.kind == BOOL
 
     def is_array(self) -> Column:
         """True for arrays."""
-        return self.schema.startswith("ARRAY")
+        return self.kind == ARRAY
 
     def is_date(self) -> Column:
-        """True for dates (EJSON `{"$date": ...}` objects or variant timestamps)."""
-        return self.schema.startswith(_DATE_PREFIX) | self.schema.isin(
-            "TIMESTAMP", "TIMESTAMP_NTZ", "DATE"
-        )
+        """True for dates."""
+        return self.kind == DATE
 
     def is_object_id(self) -> Column:
-        """True for ObjectIds (`{"$oid": "<hex>"}`)."""
-        return self.schema == _OID
+        """True for ObjectIds."""
+        return self.kind == OBJECT_ID
 
     def is_object(self) -> Column:
-        """True for documents proper: objects that are not EJSON-wrapped scalars."""
-        wrapped = self.schema == _OID
-        for prefix in _WRAPPER_PREFIXES:
-            wrapped = wrapped | self.schema.startswith(prefix)
-        return self.schema.startswith("OBJECT") & ~wrapped
+        """True for documents proper (not EJSON-wrapped scalars)."""
+        return self.kind == OBJECT
 
     # ----------------------------------------------------------------- extractors
 
@@ -176,28 +188,21 @@ class Typed:
     ) -> Column:
         """Test a number: `whole` on integers (as BIGINT), `real` on the rest (as DOUBLE).
 
-        Non-numbers give False. One CASE over the schema: no separate "is it a number" test.
+        Non-numbers give False; the result may be NULL only if `whole`/`real` return NULL.
         """
-        s, v = self.schema, self.value
+        v = self.value
         return (
-            F.when(s.isin(*_INTEGRAL), whole(F.try_variant_get(v, "$", "bigint")))
+            F.when(self.kind == INTEGER, whole(F.try_variant_get(v, "$", "bigint")))
+            .when(self.kind == DOUBLE, real(F.try_variant_get(v, "$", "double")))
             .when(
-                s.isin("DOUBLE", "FLOAT") | s.startswith("DECIMAL"),
-                real(F.try_variant_get(v, "$", "double")),
+                self.kind == LONG_WRAPPED,
+                whole(F.try_variant_get(v, '$["$numberLong"]', "bigint")),
             )
-            .when(s == _LONG_WRAPPER, whole(F.try_variant_get(v, '$["$numberLong"]', "bigint")))
             .when(
-                s == _DECIMAL_WRAPPER, real(F.try_variant_get(v, '$["$numberDecimal"]', "double"))
+                self.kind == DECIMAL_WRAPPED,
+                real(F.try_variant_get(v, '$["$numberDecimal"]', "double")),
             )
             .otherwise(F.lit(False))
-        )
-
-    def as_double(self) -> Column:
-        """The number as DOUBLE (only meaningful where `is_number`)."""
-        return F.coalesce(
-            F.try_variant_get(self.value, "$", "double"),
-            F.try_variant_get(self.value, '$["$numberLong"]', "double"),
-            F.try_variant_get(self.value, '$["$numberDecimal"]', "double"),
         )
 
     def as_long(self) -> Column:
@@ -216,14 +221,17 @@ class Typed:
         return F.try_variant_get(self.value, "$", "boolean")
 
     def as_epoch_ms(self) -> Column:
-        """The date as epoch milliseconds (only meaningful where `is_date`)."""
-        iso = F.try_variant_get(self.value, '$["$date"]', "string")
+        """The date as epoch milliseconds (only meaningful where `is_date`).
+
+        `{"$date": <ISO>}`, `{"$date": <ms>}`, `{"$date": {"$numberLong": ...}}` or a variant
+        timestamp; only the ISO form is a string, and casting it to BIGINT fails to NULL.
+        """
+        v = self.value
         return F.coalesce(
-            F.try_variant_get(self.value, '$["$date"]["$numberLong"]', "bigint"),
-            F.when(
-                self.schema == "OBJECT<`$date`: STRING>", F.unix_millis(F.try_to_timestamp(iso))
-            ).otherwise(F.try_variant_get(self.value, '$["$date"]', "bigint")),
-            F.unix_millis(F.try_variant_get(self.value, "$", "timestamp")),
+            F.try_variant_get(v, '$["$date"]["$numberLong"]', "bigint"),
+            F.try_variant_get(v, '$["$date"]', "bigint"),
+            F.unix_millis(F.try_to_timestamp(F.try_variant_get(v, '$["$date"]', "string"))),
+            F.unix_millis(F.try_variant_get(v, "$", "timestamp")),
         )
 
     def as_object_id(self) -> Column:
@@ -246,36 +254,24 @@ class Typed:
         BSON types that JSON documents cannot carry (regex, timestamp, minKey, ...) never
         match.
         """
-        test = _TYPE_TESTS.get(name)
-        return test(self) if test is not None else F.lit(False)
+        if name in ("int", "long"):
+            small = self.as_long().between(V.INT32_MIN, V.INT32_MAX)
+            fits = (self.kind == INTEGER) & (small if name == "int" else ~small)
+            return fits | (self.kind == LONG_WRAPPED) if name == "long" else fits
+        kinds = _TYPE_KINDS.get(name)
+        return self.is_kind(*kinds) if kinds else F.lit(False)
 
 
-def _is_int32(value: Typed) -> Column:
-    small = F.try_variant_get(value.value, "$", "bigint").between(V.INT32_MIN, V.INT32_MAX)
-    return value.schema.isin(*_INTEGRAL) & small
-
-
-def _is_int64(value: Typed) -> Column:
-    wide = ~F.try_variant_get(value.value, "$", "bigint").between(V.INT32_MIN, V.INT32_MAX)
-    return (value.schema.isin(*_INTEGRAL) & wide) | (value.schema == _LONG_WRAPPER)
-
-
-def _is_double(value: Typed) -> Column:
-    return value.schema.isin("DOUBLE", "FLOAT") | value.schema.startswith("DECIMAL")
-
-
-_TYPE_TESTS: dict[str, Callable[[Typed], Column]] = {
-    "double": _is_double,
-    "string": Typed.is_string,
-    "object": Typed.is_object,
-    "array": Typed.is_array,
-    "binData": lambda t: t.schema == "BINARY",
-    "objectId": Typed.is_object_id,
-    "bool": Typed.is_bool,
-    "date": Typed.is_date,
-    "null": Typed.is_null,
-    "int": _is_int32,
-    "long": _is_int64,
-    "decimal": lambda t: t.schema == _DECIMAL_WRAPPER,
-    "number": Typed.is_number,
+_TYPE_KINDS: dict[str, tuple[int, ...]] = {
+    "double": (DOUBLE,),
+    "string": (STRING,),
+    "object": (OBJECT,),
+    "array": (ARRAY,),
+    "binData": (BINARY,),
+    "objectId": (OBJECT_ID,),
+    "bool": (BOOL,),
+    "date": (DATE,),
+    "null": (NULL,),
+    "decimal": (DECIMAL_WRAPPED,),
+    "number": (INTEGER, DOUBLE, LONG_WRAPPED, DECIMAL_WRAPPED),
 }

@@ -29,6 +29,8 @@ from pyspark.sql import functions as F
 
 _NAME_COUNTER = itertools.count()
 _NAME_RE = re.compile(r"__mqlb(\d+)__")
+#: Functions whose repeated calls must not be merged into one binding.
+_NONDETERMINISTIC = ("uuid(", "rand(", "randn(", "reflect(", "current_", "now(", "shuffle(")
 
 
 class _NotConstant:
@@ -91,11 +93,23 @@ class Bindings:
     """Columns to materialise before the expressions that reference them (in order)."""
 
     entries: list[tuple[str, Column, int]] = field(default_factory=list)
+    _by_text: dict[str, str] = field(default_factory=dict)
 
     def bind(self, col: Column) -> Column:
-        """Record `col` under a fresh name and return a reference to that column."""
+        """Record `col` under a fresh name and return a reference to that column.
+
+        Binding an expression identical to an earlier one (e.g. `"$a"` used twice) returns
+        the earlier column: a free common-subexpression elimination. Non-deterministic
+        expressions (`uuid()`, wall clock) are never merged.
+        """
+        text = str(col)
+        deterministic = not any(token in text.lower() for token in _NONDETERMINISTIC)
+        if deterministic and text in self._by_text:
+            return F.col(self._by_text[text])
         name = f"__mqlb{next(_NAME_COUNTER)}__"
-        self.entries.append((name, col, self._level_of(col)))
+        self.entries.append((name, col, self._level_of(text)))
+        if deterministic:
+            self._by_text[text] = name
         return F.col(name)
 
     @property
@@ -103,11 +117,11 @@ class Bindings:
         """The temporary column names, in creation order."""
         return [name for name, _, _ in self.entries]
 
-    def _level_of(self, col: Column) -> int:
+    def _level_of(self, text: str) -> int:
         # A binding may only reference bindings made before it; its level is one more than the
         # deepest of those, so each level can be added with a single `withColumns`.
         levels = {name: level for name, _, level in self.entries}
-        refs = {f"__mqlb{n}__" for n in _NAME_RE.findall(str(col))}
+        refs = {f"__mqlb{n}__" for n in _NAME_RE.findall(text)}
         return 1 + max((levels[r] for r in refs if r in levels), default=0)
 
 

@@ -47,25 +47,27 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
 #: MQL's cross-type sort order (BSON comparison order); equal ranks compare by value.
+#: Aggregation expressions order missing before null (`{$eq: ["$nope", null]}` is false);
+#: the query language's `{a: null}` matching missing is the query compiler's business.
 TYPE_RANK: dict[str, int] = {
     "minKey": 0,
     "missing": 1,
-    "null": 1,
-    "int": 2,
-    "long": 2,
-    "double": 2,
-    "decimal": 2,
-    "string": 3,
-    "object": 4,
-    "array": 5,
-    "binData": 6,
-    "objectId": 7,
-    "bool": 8,
-    "date": 9,
-    "timestamp": 10,
-    "regex": 11,
-    "maxKey": 12,
-    "unknown": 13,
+    "null": 2,
+    "int": 3,
+    "long": 3,
+    "double": 3,
+    "decimal": 3,
+    "string": 4,
+    "object": 5,
+    "array": 6,
+    "binData": 7,
+    "objectId": 8,
+    "bool": 9,
+    "date": 10,
+    "timestamp": 11,
+    "regex": 12,
+    "maxKey": 13,
+    "unknown": 14,
 }
 
 NUMERIC_TYPES = ("int", "long", "double", "decimal")
@@ -331,7 +333,7 @@ def as_whole_number(value: Column, kind: Kind = None) -> Column:
 def as_string(value: Column, kind: Kind = None) -> Column:
     """The value as a Spark STRING when it is an MQL string; NULL otherwise."""
     text = F.try_variant_get(value, "$", "string")
-    if kind == "string":
+    if isinstance(kind, str) and kind == "string":
         return text
     if kind is None:
         return F.when(schema_of(value) == "STRING", text)
@@ -341,7 +343,7 @@ def as_string(value: Column, kind: Kind = None) -> Column:
 def as_bool(value: Column, kind: Kind = None) -> Column:
     """The value as a Spark BOOLEAN when it is an MQL bool; NULL otherwise."""
     flag = F.try_variant_get(value, "$", "boolean")
-    if kind == "bool":
+    if isinstance(kind, str) and kind == "bool":
         return flag
     if kind is None:
         return F.when(schema_of(value) == "BOOLEAN", flag)
@@ -364,7 +366,7 @@ def as_timestamp(value: Column, kind: Kind = None) -> Column:
         ),
     )
     parsed = F.coalesce(F.timestamp_millis(millis), F.try_to_timestamp(iso))
-    if kind == "date":
+    if isinstance(kind, str) and kind == "date":
         return parsed
     return F.when(kind_in(_kind(value, kind), ("date",)), parsed)
 
@@ -384,7 +386,7 @@ def as_array(value: Column, kind: Kind = None) -> Column:
 def as_object_map(value: Column, kind: Kind = None) -> Column:
     """The value as a Spark `MAP<STRING, VARIANT>` when it is an MQL object; NULL otherwise."""
     as_map = F.try_variant_get(value, "$", "map<string, variant>")
-    if kind == "object":
+    if isinstance(kind, str) and kind == "object":
         return as_map
     return F.when(kind_in(_kind(value, kind), ("object",)), as_map)
 
@@ -422,10 +424,10 @@ def truthy(value: Column, kind: Kind = None) -> Column:
 def type_rank(value: Column, kind: Kind = None) -> Column:
     """The BSON comparison rank of a value's type (see `TYPE_RANK`)."""
     if isinstance(kind, str):
-        return F.lit(TYPE_RANK.get(kind, 13))
+        return F.lit(TYPE_RANK.get(kind, TYPE_RANK["unknown"]))
     kind = _kind(value, kind)
     pairs = [item for name, rank in TYPE_RANK.items() for item in (F.lit(name), F.lit(rank))]
-    return F.coalesce(F.create_map(*pairs)[kind], F.lit(13))
+    return F.coalesce(F.create_map(*pairs)[kind], F.lit(TYPE_RANK["unknown"]))
 
 
 def _sign(a: Column, b: Column) -> Column:
@@ -438,7 +440,7 @@ def _same_rank_compare(left: Column, right: Column, lk: Kind, rk: Kind, rank: Co
         _sign(as_double(left, lk), as_double(right, rk))
     )
     return (
-        F.when(rank == TYPE_RANK["null"], F.lit(0))
+        F.when(rank <= TYPE_RANK["null"], F.lit(0))
         .when(rank == TYPE_RANK["int"], num)
         .when(
             rank == TYPE_RANK["string"],
@@ -473,5 +475,5 @@ def compare(left: Column, right: Column, left_kind: Kind = None, right_kind: Kin
 
 
 def equals(left: Column, right: Column, left_kind: Kind = None, right_kind: Kind = None) -> Column:
-    """MQL equality (`$eq` in expressions) as a Spark BOOLEAN; missing equals null."""
+    """MQL equality (`$eq` in expressions) as a Spark BOOLEAN (missing is not null)."""
     return compare(left, right, left_kind, right_kind) == 0

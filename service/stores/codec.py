@@ -99,7 +99,15 @@ def normalize_filter(query: Mapping[str, Any] | None, *, path: str = "/filter") 
 
 def to_storage_json(value: Any, *, path: str = "") -> str:
     """Encodes an in-memory document as compact relaxed-EJSON text (validating it first)."""
-    return json.dumps(to_relaxed_ejson(value, path=path), ensure_ascii=False, separators=(",", ":"))
+    return encode_normalized(normalize_document(value, path=path))
+
+
+def encode_normalized(value: Any) -> str:
+    """Like :func:`to_storage_json` for a value :func:`normalize_document` already returned.
+
+    Skips the second validation walk: the JSON encoder calls back only for the BSON types.
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
 
 
 def from_storage_json(text: str) -> Any:
@@ -131,17 +139,42 @@ def canonical_key(value: Any) -> str:
 
 
 def _walk(value: Any, path: str, leaf: Callable[[Any, str], Any]) -> Any:
-    if isinstance(value, Mapping):
+    """Applies ``leaf`` to every non-container value; errors get ``path`` + the inner path."""
+    try:
+        return _walk_inner(value, leaf)
+    except InvalidDocument as exc:
+        exc.path = path + exc.path
+        raise
+
+
+def _walk_inner(value: Any, leaf: Callable[[Any, str], Any]) -> Any:
+    # Hot path (every stored value passes here): exact type checks before ABC isinstance,
+    # and error paths are built only while an error propagates, never on success.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict or (kind is not float and isinstance(value, Mapping)):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if not isinstance(key, str):
+            if type(key) is not str:
                 msg = f"object keys must be strings, got {type(key).__name__} {key!r}"
-                raise InvalidDocument(msg, path=path)
-            out[key] = _walk(item, f"{path}/{key}", leaf)
+                raise InvalidDocument(msg)
+            try:
+                out[key] = _walk_inner(item, leaf)
+            except InvalidDocument as exc:
+                exc.path = f"/{key}{exc.path}"
+                raise
         return out
-    if isinstance(value, list | tuple):
-        return [_walk(item, f"{path}/{i}", leaf) for i, item in enumerate(value)]
-    return leaf(value, path)
+    if kind is list or kind is tuple:
+        items: list[Any] = []
+        for i, item in enumerate(value):
+            try:
+                items.append(_walk_inner(item, leaf))
+            except InvalidDocument as exc:
+                exc.path = f"/{i}{exc.path}"
+                raise
+        return items
+    return leaf(value, "")
 
 
 def _normalize_leaf(value: Any, path: str) -> Any:
@@ -180,6 +213,12 @@ def _encode_leaf(value: Any, path: str) -> Any:
     if isinstance(value, bytes):
         return {"$binary": {"base64": base64.b64encode(value).decode("ascii"), "subType": "00"}}
     return value
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime | ObjectId | bytes):
+        return _encode_leaf(value, "")
+    raise TypeError(f"{type(value).__name__} is not storable")
 
 
 def _canonical_leaf(value: Any, path: str) -> Any:

@@ -91,7 +91,7 @@ class Spool:
             raise SpoolError("append needs at least one record")
         if any(len(p) > MAX_RECORD_BYTES for p in payloads):
             raise SpoolError(f"a record is larger than {MAX_RECORD_BYTES} bytes")
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_durable_dir(directory)
         with self._thread_lock(connection), _flock(directory, fcntl.LOCK_EX, create=True):
             tail = _recover_tail(directory, self._tails.pop(connection, None))
             if tail.offset >= self._segment_bytes:
@@ -116,36 +116,17 @@ class Spool:
     def read(self, connection: str, start_seq: int, end_seq: int) -> Iterator[tuple[int, bytes]]:
         """Yields ``(seq, raw)`` for ``start_seq <= seq <= end_seq`` (both inclusive), in order.
 
-        Records past the end of the data are simply not yielded; ask :meth:`latest_seq` first.
+        Lock-free: it relies only on the files, so it works in any process. Records past the
+        end of the data are simply not yielded; ask :meth:`latest_seq` for the durable end.
 
         Raises:
-            SpoolError: If ``start_seq`` was already deleted, or a record is corrupt.
+            SpoolError: At once on a bad name or ``start_seq < 1``; while iterating if
+                ``start_seq`` was already deleted or the records have a gap.
         """
         directory = self._directory(connection)
         if start_seq < 1:
             raise SpoolError("sequence numbers start at 1")
-        segments = _segments(directory)
-        if end_seq < start_seq or not segments:
-            return
-        if start_seq < segments[0]:
-            raise SpoolError(f"records before {segments[0]} of {connection!r} were deleted")
-        first_index = max(i for i, s in enumerate(segments) if s <= start_seq)
-        expected = segments[first_index]
-        for seg_first in segments[first_index:]:
-            if seg_first > end_seq:
-                return
-            if seg_first != expected:
-                raise SpoolError(
-                    f"sequence gap in {connection!r}: {seg_first} after {expected - 1}"
-                )
-            for seq, payload in _iter_segment(_segment_path(directory, seg_first)):
-                if seq != expected:
-                    raise SpoolError(f"sequence gap in {connection!r}: {seq} after {expected - 1}")
-                expected += 1
-                if seq > end_seq:
-                    return
-                if seq >= start_seq:
-                    yield seq, payload
+        return _iter_range(directory, start_seq, end_seq)
 
     def delete_before(self, connection: str, seq: int) -> int:
         """Deletes whole segments whose records are all below ``seq``; returns how many.
@@ -219,6 +200,31 @@ def _read_record(fh: BinaryIO) -> tuple[int, bytes] | None:
     return seq, payload
 
 
+def _iter_range(directory: Path, start_seq: int, end_seq: int) -> Iterator[tuple[int, bytes]]:
+    segments = _segments(directory)
+    if end_seq < start_seq or not segments:
+        return
+    if start_seq < segments[0]:
+        raise SpoolError(f"records before {segments[0]} in {directory.name!r} were deleted")
+    first_index = max(i for i, s in enumerate(segments) if s <= start_seq)
+    expected = segments[first_index]
+    for seg_first in segments[first_index:]:
+        if seg_first > end_seq:
+            return
+        if seg_first != expected:
+            raise SpoolError(
+                f"sequence gap in {directory.name!r}: {seg_first} after {expected - 1}"
+            )
+        for seq, payload in _iter_segment(_segment_path(directory, seg_first)):
+            if seq != expected:
+                raise SpoolError(f"sequence gap in {directory.name!r}: {seq} after {expected - 1}")
+            expected += 1
+            if seq > end_seq:
+                return
+            if seq >= start_seq:
+                yield seq, payload
+
+
 def _iter_segment(path: Path) -> Iterator[tuple[int, bytes]]:
     try:
         fh = open(path, "rb")  # closed by the with below; open errors must be caught alone
@@ -271,6 +277,14 @@ def _write_durably(path: Path, offset: int, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _make_durable_dir(directory: Path) -> None:
+    """Creates ``spool/`` and ``spool/<connection>/`` so that a crash cannot lose their names."""
+    for level in (directory.parent, directory):
+        if not level.is_dir():
+            level.mkdir(parents=True, exist_ok=True)
+            _fsync_dir(level.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .base import DlqQuery
-from .codec import from_storage_json, to_epoch_ms, to_storage_json
+from .codec import encode_normalized, from_storage_json, to_epoch_ms
 from .mql_python import matcher
 from .rules import check_purge_query, prepare_dlq_document
 from .sqlite_db import SqliteDatabase
@@ -37,7 +37,7 @@ class SqliteDlqStore:
                 d["errInfo"]["reason"],
                 d["operatorName"],
                 to_epoch_ms(d["dlqTime"]),
-                to_storage_json(d),
+                encode_normalized(d),
             )
             for d in prepared
         ]

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .base import MergeResult, WhenMatched, WhenNotMatched
-from .codec import canonical_key, from_storage_json, to_storage_json
+from .codec import canonical_key, encode_normalized, from_storage_json, to_storage_json
 from .errors import MissingUniqueIndex, StoreError
 from .merge_plan import (
     MISSING,
@@ -199,7 +199,7 @@ class SqliteDocumentStore:
         new = (
             {"_id": existing["_id"], **rest} if when_matched == "replace" else {**existing, **rest}
         )
-        conn.execute("UPDATE documents SET doc = ? WHERE seq = ?", (to_storage_json(new), seq))
+        conn.execute("UPDATE documents SET doc = ? WHERE seq = ?", (encode_normalized(new), seq))
         conn.execute("DELETE FROM index_entries WHERE seq = ?", (seq,))
         self._add_entries(conn, ns, indexes, seq, new)
         return "updated"
@@ -235,7 +235,7 @@ class SqliteDocumentStore:
         try:
             cursor = conn.execute(
                 "INSERT INTO documents (ns_db, ns_coll, id_key, doc) VALUES (?, ?, ?, ?)",
-                (*ns, canonical_key(doc["_id"]), to_storage_json(doc)),
+                (*ns, canonical_key(doc["_id"]), encode_normalized(doc)),
             )
         except sqlite3.IntegrityError:
             raise _DocumentError(_duplicate(ns, "_id_", {"_id": doc["_id"]})) from None

@@ -102,11 +102,15 @@ class _Partitioned:
     partition_by: Any
 
     def _partition(self, doc: Mapping[str, Any]) -> tuple[bool, Any]:
+        if self.partition_by is None:
+            return True, None
         try:
             return True, evaluate(self.partition_by, Scope(doc))
         except MqlError as exc:
             op = self.inner.first_operator
-            self.outbox.dead_letter(doc, op, f"Failed to process input document in {op} with error: {exc}")
+            self.outbox.dead_letter(
+                doc, op, f"Failed to process input document in {op} with error: {exc}"
+            )
             return False, None
 
 
@@ -114,7 +118,13 @@ class SessionWindows(_Partitioned):
     """`$sessionWindow` (§3.6): per-partition sessions that merge, close at `W' >= max + gap`."""
 
     def __init__(
-        self, *, gap_ms: int, lateness_ms: int, partition_by: Any, inner: InnerPipeline, outbox: Outbox
+        self,
+        *,
+        gap_ms: int,
+        lateness_ms: int,
+        partition_by: Any,
+        inner: InnerPipeline,
+        outbox: Outbox,
     ) -> None:
         self.gap_ms = gap_ms
         self.lateness_ms = lateness_ms
@@ -143,7 +153,9 @@ class SessionWindows(_Partitioned):
 
     def on_watermark(self, watermark: int) -> None:
         adjusted = watermark - self.lateness_ms
-        self.max_adjusted = adjusted if self.max_adjusted is None else max(self.max_adjusted, adjusted)
+        self.max_adjusted = (
+            adjusted if self.max_adjusted is None else max(self.max_adjusted, adjusted)
+        )
         due = [
             (s.span.min_ts, s.span.max_ts, key, s)
             for key, sessions in self.sessions.items()
@@ -153,7 +165,9 @@ class SessionWindows(_Partitioned):
         for _, _, key, session in sorted(due, key=lambda item: item[:3]):
             self.sessions[key].remove(session)
             meta = window_meta(
-                session.span.min_ts, session.span.window_end(self.gap_ms), partition=session.partition
+                session.span.min_ts,
+                session.span.window_end(self.gap_ms),
+                partition=session.partition,
             )
             docs = sorted(session.docs, key=lambda pair: pair[0])
             self.outbox.emitted.extend(self.inner.run(docs, meta))
@@ -220,7 +234,8 @@ class SlidingWindows(_Partitioned):
             part.emitted_starts.add(start)
             lo, hi = g.records_in(part.times(), start)
             docs = sorted(((o, d) for _, o, d in part.records[lo:hi]), key=lambda pair: pair[0])
-            meta = window_meta(start, g.end_of(start), partition=part.partition)
+            extra = {} if self.partition_by is None else {"partition": part.partition}
+            meta = window_meta(start, g.end_of(start), **extra)
             self.outbox.emitted.extend(self.inner.run(docs, meta))
 
     def on_idle(self, idle_ms: int) -> None:

@@ -38,17 +38,29 @@ def test_hop_may_exceed_or_undercut_interval(parse_body, hop) -> None:
 
 
 def test_offset_and_idle(parse_body) -> None:
-    spec = parse_body(KEY, window(offset={"offsetFromUtc": -30, "unit": "minute"}, idleTimeout={"size": 1, "unit": "minute"}))
+    spec = parse_body(
+        KEY,
+        window(
+            offset={"offsetFromUtc": -30, "unit": "minute"},
+            idleTimeout={"size": 1, "unit": "minute"},
+        ),
+    )
     assert spec.geometry() == WindowGeometry(5_000, 2_000, -1_800_000, 3_000, 60_000)
 
 
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"interval": {"size": 5, "unit": "second"}, "pipeline": [GROUP]}, [("missing", "/hopSize")]),
+        (
+            {"interval": {"size": 5, "unit": "second"}, "pipeline": [GROUP]},
+            [("missing", "/hopSize")],
+        ),
         (window(hopSize={"size": 0, "unit": "second"}), [("greater_than", "/hopSize/size")]),
         (window(hopSize=2), [("model_type", "/hopSize")]),
-        (window(boundary="processingTime", idleTimeout=0), [("invalid_combination", "/idleTimeout")]),
+        (
+            window(boundary="processingTime", idleTimeout=0),
+            [("invalid_combination", "/idleTimeout")],
+        ),
     ],
 )
 def test_invalid(body_problems, body, expected) -> None:

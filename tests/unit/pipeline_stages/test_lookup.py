@@ -17,7 +17,11 @@ def test_key_and_operator() -> None:
 def test_equality_form_defaults(parse_body) -> None:
     spec = parse_body(KEY, {"from": FROM, "localField": "sku", "foreignField": "_id", "as": "p"})
     assert isinstance(spec, LookupSpec)
-    assert (spec.from_.connection_name, spec.from_.db, spec.from_.coll) == ("atlas", "shop", "products")
+    assert (spec.from_.connection_name, spec.from_.db, spec.from_.coll) == (
+        "atlas",
+        "shop",
+        "products",
+    )
     assert (spec.local_field, spec.foreign_field, spec.as_) == ("sku", "_id", "p")
     assert (spec.parallelism, spec.let, spec.pipeline, spec.partition_by) == (1, None, None, None)
 
@@ -40,14 +44,29 @@ def test_pipeline_form(parse_body) -> None:
     ("body", "expected"),
     [
         ({"from": FROM, "localField": "a", "foreignField": "b"}, [("missing", "/as")]),
-        ({"from": "products", "localField": "a", "foreignField": "b", "as": "p"}, [("invalid_value", "/from")]),
-        ({"from": {"db": "d", "coll": "c"}, "pipeline": [], "as": "p"}, [("missing", "/from/connectionName")]),
+        (
+            {"from": "products", "localField": "a", "foreignField": "b", "as": "p"},
+            [("invalid_value", "/from")],
+        ),
+        (
+            {"from": {"db": "d", "coll": "c"}, "pipeline": [], "as": "p"},
+            [("missing", "/from/connectionName")],
+        ),
         ({"from": FROM, "localField": "a", "as": "p"}, [("invalid_combination", "/localField")]),
-        ({"from": FROM, "foreignField": "a", "as": "p"}, [("invalid_combination", "/foreignField")]),
+        (
+            {"from": FROM, "foreignField": "a", "as": "p"},
+            [("invalid_combination", "/foreignField")],
+        ),
         ({"from": FROM, "as": "p"}, [("invalid_combination", "")]),
         ({"from": FROM, "pipeline": [], "as": "$p"}, [("invalid_value", "/as")]),
-        ({"from": FROM, "pipeline": [], "as": "p", "parallelism": 17}, [("less_than_equal", "/parallelism")]),
-        ({"from": FROM, "pipeline": [], "as": "p", "parallelism": 0}, [("greater_than_equal", "/parallelism")]),
+        (
+            {"from": FROM, "pipeline": [], "as": "p", "parallelism": 17},
+            [("less_than_equal", "/parallelism")],
+        ),
+        (
+            {"from": FROM, "pipeline": [], "as": "p", "parallelism": 0},
+            [("greater_than_equal", "/parallelism")],
+        ),
         (
             {"from": FROM, "localField": "a", "as": 5},
             [("invalid_combination", "/localField"), ("string_type", "/as")],

@@ -17,11 +17,20 @@ def test_defaults(parse_body) -> None:
     spec = parse_body(KEY, {"into": INTO})
     assert isinstance(spec, MergeSpec)
     assert (spec.into.connection_name, spec.into.db, spec.into.coll) == ("atlas", "d", "c")
-    assert (spec.on, spec.let, spec.when_matched, spec.when_not_matched, spec.parallelism) == (None, None, "merge", "insert", 1)
+    assert (spec.on, spec.let, spec.when_matched, spec.when_not_matched, spec.parallelism) == (
+        None,
+        None,
+        "merge",
+        "insert",
+        1,
+    )
     assert spec.when_matched_pipeline is None
 
 
-@pytest.mark.parametrize("when_matched", ["replace", "keepExisting", "merge", "delete", {"$cond": ["$x", "replace", "merge"]}])
+@pytest.mark.parametrize(
+    "when_matched",
+    ["replace", "keepExisting", "merge", "delete", {"$cond": ["$x", "replace", "merge"]}],
+)
 def test_when_matched_modes(parse_body, when_matched) -> None:
     assert parse_body(KEY, {"into": INTO, "whenMatched": when_matched}).when_matched == when_matched
 
@@ -54,11 +63,17 @@ def test_dynamic_target_pipeline_and_let(parse_body) -> None:
         ({"into": INTO, "whenMatched": "upsert"}, [("literal_error", "/whenMatched")]),
         ({"into": INTO, "whenNotMatched": "delete"}, [("literal_error", "/whenNotMatched")]),
         ({"into": INTO, "whenNotMatched": [{"$set": {}}]}, [("invalid_value", "/whenNotMatched")]),
-        ({"into": INTO, "whenMatched": [{"$set": {}, "$unset": "a"}]}, [("stage_shape", "/whenMatched/0")]),
+        (
+            {"into": INTO, "whenMatched": [{"$set": {}, "$unset": "a"}]},
+            [("stage_shape", "/whenMatched/0")],
+        ),
         ({"into": INTO, "on": []}, [("too_short", "/on")]),
         ({"into": INTO, "on": ["a", 1]}, [("string_type", "/on/1")]),
         ({"into": INTO, "let": {"x": 1}}, [("invalid_combination", "/let")]),
-        ({"into": INTO, "let": {"x": 1}, "whenMatched": "replace"}, [("invalid_combination", "/let")]),
+        (
+            {"into": INTO, "let": {"x": 1}, "whenMatched": "replace"},
+            [("invalid_combination", "/let")],
+        ),
         ({"into": INTO, "parallelism": 0}, [("greater_than_equal", "/parallelism")]),
         ({"into": INTO, "when_matched": "merge"}, [("extra_forbidden", "/when_matched")]),
         (

@@ -63,9 +63,20 @@ def test_full_pipeline_and_accessors() -> None:
     ]
     assert parsed.window_stages[0].at("n") == "/pipeline/2/$tumblingWindow/pipeline/0/$group/n"
     assert parsed.window_operator_name == "GroupOperator"
-    assert [s.key for s in parsed.walk()] == ["$source", "$match", "$tumblingWindow", "$group", "$set", "$merge"]
+    assert [s.key for s in parsed.walk()] == [
+        "$source",
+        "$match",
+        "$tumblingWindow",
+        "$group",
+        "$set",
+        "$merge",
+    ]
     assert [s.operator_name for s in parsed.stages] == [
-        "SourceOperator", "MatchOperator", None, "AddFieldsOperator", "MergeOperator"
+        "SourceOperator",
+        "MatchOperator",
+        None,
+        "AddFieldsOperator",
+        "MergeOperator",
     ]
 
 
@@ -74,7 +85,11 @@ def test_pipeline_without_sink_or_window_is_valid() -> None:
     assert (parsed.sink, parsed.has_sink, parsed.window) == (None, False, None)
     assert [s.key for s in parsed.middle] == ["$match"]
     assert [s.key for s in parsed.before_window] == ["$match"]
-    assert (parsed.after_window, parsed.window_stages, parsed.window_operator_name) == ((), (), None)
+    assert (parsed.after_window, parsed.window_stages, parsed.window_operator_name) == (
+        (),
+        (),
+        None,
+    )
 
 
 def test_source_only_and_emit_sink() -> None:
@@ -83,13 +98,21 @@ def test_source_only_and_emit_sink() -> None:
 
 
 def test_window_operator_name_is_first_window_aware_stage() -> None:
-    window = {"$hoppingWindow": {"interval": {"size": 4, "unit": "second"}, "hopSize": {"size": 2, "unit": "second"},
-                                 "pipeline": [MATCH, {"$sort": {"a": 1}}, {"$limit": 2}]}}
+    window = {
+        "$hoppingWindow": {
+            "interval": {"size": 4, "unit": "second"},
+            "hopSize": {"size": 2, "unit": "second"},
+            "pipeline": [MATCH, {"$sort": {"a": 1}}, {"$limit": 2}],
+        }
+    }
     assert parse_pipeline([SOURCE, window]).window_operator_name == "SortOperator"
 
 
 def test_custom_base_path() -> None:
-    assert problems([SOURCE, {"$limit": 0}], path="/body/pipeline")[0] == ("greater_than", "/body/pipeline/1/$limit")
+    assert problems([SOURCE, {"$limit": 0}], path="/body/pipeline")[0] == (
+        "greater_than",
+        "/body/pipeline/1/$limit",
+    )
 
 
 # --------------------------------------------------------------------------- placement (§2)
@@ -102,15 +125,40 @@ def test_custom_base_path() -> None:
         ([MATCH], [("missing", "/pipeline")]),
         ([SOURCE, SOURCE], [("misplaced_stage", "/pipeline/1")]),
         ([SOURCE, MERGE, MATCH], [("misplaced_stage", "/pipeline/1")]),
-        ([SOURCE, MERGE, EMIT], [("misplaced_stage", "/pipeline/1"), ("misplaced_stage", "/pipeline/2")]),
-        ([SOURCE, EMIT, MERGE], [("misplaced_stage", "/pipeline/1"), ("misplaced_stage", "/pipeline/2")]),
+        (
+            [SOURCE, MERGE, EMIT],
+            [("misplaced_stage", "/pipeline/1"), ("misplaced_stage", "/pipeline/2")],
+        ),
+        (
+            [SOURCE, EMIT, MERGE],
+            [("misplaced_stage", "/pipeline/1"), ("misplaced_stage", "/pipeline/2")],
+        ),
         ([SOURCE, TUMBLING, TUMBLING], [("misplaced_stage", "/pipeline/2")]),
         ([SOURCE, GROUP], [("misplaced_stage", "/pipeline/1")]),
-        ([SOURCE, {"$sort": {"a": 1}}, {"$limit": 1}, {"$count": "n"}],
-         [("misplaced_stage", "/pipeline/1"), ("misplaced_stage", "/pipeline/2"), ("misplaced_stage", "/pipeline/3")]),
         (
-            [SOURCE, {"$tumblingWindow": {"interval": {"size": 1, "unit": "second"},
-                                          "pipeline": [GROUP, MERGE, SOURCE, TUMBLING, {"$setStreamMeta": {"stream.a": 1}}]}}],
+            [SOURCE, {"$sort": {"a": 1}}, {"$limit": 1}, {"$count": "n"}],
+            [
+                ("misplaced_stage", "/pipeline/1"),
+                ("misplaced_stage", "/pipeline/2"),
+                ("misplaced_stage", "/pipeline/3"),
+            ],
+        ),
+        (
+            [
+                SOURCE,
+                {
+                    "$tumblingWindow": {
+                        "interval": {"size": 1, "unit": "second"},
+                        "pipeline": [
+                            GROUP,
+                            MERGE,
+                            SOURCE,
+                            TUMBLING,
+                            {"$setStreamMeta": {"stream.a": 1}},
+                        ],
+                    }
+                },
+            ],
             [
                 ("misplaced_stage", "/pipeline/1/$tumblingWindow/pipeline/1"),
                 ("misplaced_stage", "/pipeline/1/$tumblingWindow/pipeline/2"),
@@ -119,7 +167,15 @@ def test_custom_base_path() -> None:
             ],
         ),
         (
-            [SOURCE, {"$tumblingWindow": {"interval": {"size": 1, "unit": "second"}, "pipeline": [{"$limit": 5}, GROUP]}}],
+            [
+                SOURCE,
+                {
+                    "$tumblingWindow": {
+                        "interval": {"size": 1, "unit": "second"},
+                        "pipeline": [{"$limit": 5}, GROUP],
+                    }
+                },
+            ],
             [("misplaced_stage", "/pipeline/1/$tumblingWindow/pipeline/0")],
         ),
     ],
@@ -131,11 +187,31 @@ def test_placement(raw, expected) -> None:
 @pytest.mark.parametrize(
     "inner",
     [
-        [MATCH, {"$project": {"a": 1}}, SET, {"$addFields": {}}, {"$unset": "a"}, {"$replaceRoot": {"newRoot": "$a"}},
-         {"$replaceWith": "$a"}, {"$redact": "$$KEEP"}, {"$unwind": "$a"}, {"$validate": {"validator": {}}}, GROUP],
+        [
+            MATCH,
+            {"$project": {"a": 1}},
+            SET,
+            {"$addFields": {}},
+            {"$unset": "a"},
+            {"$replaceRoot": {"newRoot": "$a"}},
+            {"$replaceWith": "$a"},
+            {"$redact": "$$KEEP"},
+            {"$unwind": "$a"},
+            {"$validate": {"validator": {}}},
+            GROUP,
+        ],
         [{"$sort": {"a": -1}}, {"$limit": 3}],
         [GROUP, {"$sort": {"n": -1}}, {"$limit": 1}, {"$count": "c"}],
-        [{"$lookup": {"from": {"connectionName": "a", "db": "d", "coll": "c"}, "pipeline": [], "as": "x"}}, GROUP],
+        [
+            {
+                "$lookup": {
+                    "from": {"connectionName": "a", "db": "d", "coll": "c"},
+                    "pipeline": [],
+                    "as": "x",
+                }
+            },
+            GROUP,
+        ],
     ],
 )
 def test_stages_allowed_in_windows(inner) -> None:
@@ -144,10 +220,18 @@ def test_stages_allowed_in_windows(inner) -> None:
 
 
 def test_placement_messages() -> None:
-    assert messages([SOURCE, GROUP]) == ["$group stage is only permitted in the inner pipeline of a window stage"]
-    assert messages([SOURCE, TUMBLING, TUMBLING]) == ["Only one window stage is allowed in a pipeline."]
-    inner_merge = {"$tumblingWindow": {"interval": {"size": 1, "unit": "second"}, "pipeline": [GROUP, MERGE]}}
-    assert messages([SOURCE, inner_merge]) == ["$merge stage is not permitted in the inner pipeline of a window stage"]
+    assert messages([SOURCE, GROUP]) == [
+        "$group stage is only permitted in the inner pipeline of a window stage"
+    ]
+    assert messages([SOURCE, TUMBLING, TUMBLING]) == [
+        "Only one window stage is allowed in a pipeline."
+    ]
+    inner_merge = {
+        "$tumblingWindow": {"interval": {"size": 1, "unit": "second"}, "pipeline": [GROUP, MERGE]}
+    }
+    assert messages([SOURCE, inner_merge]) == [
+        "$merge stage is not permitted in the inner pipeline of a window stage"
+    ]
     assert messages([SOURCE, MERGE, MATCH]) == ["$merge must be the last stage of the pipeline"]
     assert messages([MATCH, SOURCE]) == ["$source must be the first stage of the pipeline"]
     assert messages([SOURCE, SOURCE]) == ["Only one $source stage is allowed in a pipeline."]
@@ -200,11 +284,13 @@ def test_every_problem_is_collected_in_one_pass() -> None:
     raw = [
         {"$source": {"connectionName": "k", "topic": "t", "initialSync": {}}},
         {"$groop": {}},
-        {"$tumblingWindow": {
-            "interval": {"size": 0, "unit": "second"},
-            "allowedLateness": 7,
-            "pipeline": [{"$group": {"_id": None, "t": {"$summ": 1}}}, {"$merge": {}}],
-        }},
+        {
+            "$tumblingWindow": {
+                "interval": {"size": 0, "unit": "second"},
+                "allowedLateness": 7,
+                "pipeline": [{"$group": {"_id": None, "t": {"$summ": 1}}}, {"$merge": {}}],
+            }
+        },
         {"$limit": 0},
         {"$project": {"a": 1, "b": 0}},
         {"$emit": {"connectionName": "k", "topic": "t"}},
@@ -228,8 +314,13 @@ def test_every_problem_is_collected_in_one_pass() -> None:
 def test_snake_case_names_are_rejected_everywhere() -> None:
     raw = [
         {"$source": {"connection_name": "k"}},
-        {"$tumblingWindow": {"interval": {"size": 1, "unit": "second"}, "allowed_lateness": 0,
-                             "pipeline": [{"$validate": {"validator": {}, "validation_action": "dlq"}}, GROUP]}},
+        {
+            "$tumblingWindow": {
+                "interval": {"size": 1, "unit": "second"},
+                "allowed_lateness": 0,
+                "pipeline": [{"$validate": {"validator": {}, "validation_action": "dlq"}}, GROUP],
+            }
+        },
     ]
     assert problems(raw) == [
         ("missing", "/pipeline/0/$source/connectionName"),
@@ -252,8 +343,25 @@ def test_pointer_tokens_are_escaped() -> None:
         [SOURCE, {"$limit": float("nan")}],
         [SOURCE, {"$limit": float("inf")}],
         [{"$source": {"connectionName": "k", "topic": "{x}", "tsFieldName": "{a.b}"}}],
-        [SOURCE, {"$tumblingWindow": {"interval": {"size": float("nan"), "unit": "ms"}, "pipeline": [GROUP]}}],
-        [SOURCE, {"$tumblingWindow": {"interval": {"size": 1, "unit": "ms"}, "allowedLateness": float("inf"), "pipeline": [GROUP]}}],
+        [
+            SOURCE,
+            {
+                "$tumblingWindow": {
+                    "interval": {"size": float("nan"), "unit": "ms"},
+                    "pipeline": [GROUP],
+                }
+            },
+        ],
+        [
+            SOURCE,
+            {
+                "$tumblingWindow": {
+                    "interval": {"size": 1, "unit": "ms"},
+                    "allowedLateness": float("inf"),
+                    "pipeline": [GROUP],
+                }
+            },
+        ],
     ],
 )
 def test_odd_values_give_problems_not_crashes(raw) -> None:
@@ -266,15 +374,28 @@ def test_odd_values_give_problems_not_crashes(raw) -> None:
 
 
 def test_key_order_and_int_double_fidelity_survive_json_text() -> None:
-    text = json.dumps([
-        SOURCE,
-        {"$addFields": {"z": 10, "a": 10.0, "m": {"$multiply": ["$x", 2.5, 3]}}},
-        {"$project": {"z": 1, "a": 1.0, "_id": 0}},
-        {"$tumblingWindow": {"interval": {"size": 1, "unit": "minute"}, "pipeline": [
-            {"$sort": {"z": -1, "a": 1, "b": -1}},
-            {"$group": {"_id": {"b": "$b", "a": "$a"}, "s": {"$sum": 1.0}, "c": {"$sum": 1}}},
-        ]}},
-    ])
+    text = json.dumps(
+        [
+            SOURCE,
+            {"$addFields": {"z": 10, "a": 10.0, "m": {"$multiply": ["$x", 2.5, 3]}}},
+            {"$project": {"z": 1, "a": 1.0, "_id": 0}},
+            {
+                "$tumblingWindow": {
+                    "interval": {"size": 1, "unit": "minute"},
+                    "pipeline": [
+                        {"$sort": {"z": -1, "a": 1, "b": -1}},
+                        {
+                            "$group": {
+                                "_id": {"b": "$b", "a": "$a"},
+                                "s": {"$sum": 1.0},
+                                "c": {"$sum": 1},
+                            }
+                        },
+                    ],
+                }
+            },
+        ]
+    )
     parsed = parse_pipeline(json.loads(text))
     add_fields = parsed.stages[1].spec.fields
     assert list(add_fields) == ["z", "a", "m"]
@@ -286,7 +407,10 @@ def test_key_order_and_int_double_fidelity_survive_json_text() -> None:
     assert list(sort.keys) == ["z", "a", "b"]
     assert list(group.id) == ["b", "a"]
     assert list(group.accumulators) == ["s", "c"]
-    assert (type(group.accumulators["s"].argument), type(group.accumulators["c"].argument)) == (float, int)
+    assert (type(group.accumulators["s"].argument), type(group.accumulators["c"].argument)) == (
+        float,
+        int,
+    )
 
 
 # --------------------------------------------------------------------------- options and lint
@@ -294,16 +418,31 @@ def test_key_order_and_int_double_fidelity_survive_json_text() -> None:
 
 def test_validate_dlq_needs_a_dlq() -> None:
     validate = {"$validate": {"validator": {}, "validationAction": "dlq"}}
-    window = {"$tumblingWindow": {"interval": {"size": 1, "unit": "second"}, "pipeline": [validate, GROUP]}}
+    window = {
+        "$tumblingWindow": {
+            "interval": {"size": 1, "unit": "second"},
+            "pipeline": [validate, GROUP],
+        }
+    }
     parsed = parse_pipeline([SOURCE, validate, window])
     found = check_options(parsed, has_dlq=False)
     assert [(p.code, p.path, p.message) for p in found] == [
-        ("invalid_combination", "/pipeline/1/$validate/validationAction", "DLQ must be specified if validation action is dlq."),
-        ("invalid_combination", "/pipeline/2/$tumblingWindow/pipeline/0/$validate/validationAction",
-         "DLQ must be specified if validation action is dlq."),
+        (
+            "invalid_combination",
+            "/pipeline/1/$validate/validationAction",
+            "DLQ must be specified if validation action is dlq.",
+        ),
+        (
+            "invalid_combination",
+            "/pipeline/2/$tumblingWindow/pipeline/0/$validate/validationAction",
+            "DLQ must be specified if validation action is dlq.",
+        ),
     ]
     assert check_options(parsed, has_dlq=True) == []
-    assert check_options(parse_pipeline([SOURCE, {"$validate": {"validator": {}}}]), has_dlq=False) == []
+    assert (
+        check_options(parse_pipeline([SOURCE, {"$validate": {"validator": {}}}]), has_dlq=False)
+        == []
+    )
 
 
 def test_lint_event_time_window() -> None:
@@ -319,18 +458,33 @@ def test_lint_event_time_window() -> None:
 
 
 def test_lint_quiet_cases() -> None:
-    idle = {"$sessionWindow": {"partitionBy": "$u", "gap": {"size": 1, "unit": "minute"},
-                               "idleTimeout": {"size": 1, "unit": "minute"}, "pipeline": [GROUP]}}
+    idle = {
+        "$sessionWindow": {
+            "partitionBy": "$u",
+            "gap": {"size": 1, "unit": "minute"},
+            "idleTimeout": {"size": 1, "unit": "minute"},
+            "pipeline": [GROUP],
+        }
+    }
     assert lint_pipeline(parse_pipeline([SOURCE, idle]), has_dlq=True) == []
-    processing = {"$tumblingWindow": {"interval": {"size": 1, "unit": "second"}, "boundary": "processingTime", "pipeline": [GROUP]}}
+    processing = {
+        "$tumblingWindow": {
+            "interval": {"size": 1, "unit": "second"},
+            "boundary": "processingTime",
+            "pipeline": [GROUP],
+        }
+    }
     assert lint_pipeline(parse_pipeline([SOURCE, processing]), has_dlq=False) == []
     assert lint_pipeline(parse_pipeline([SOURCE, MATCH]), has_dlq=False) == []
 
 
 def test_lint_sliding_window() -> None:
-    sliding = {"$slidingWindow": {"timeDifference": {"size": 1, "unit": "minute"}, "pipeline": [GROUP]}}
+    sliding = {
+        "$slidingWindow": {"timeDifference": {"size": 1, "unit": "minute"}, "pipeline": [GROUP]}
+    }
     assert [w.code for w in lint_pipeline(parse_pipeline([SOURCE, sliding]), has_dlq=False)] == [
-        "late_data_dropped", "window_may_not_close"
+        "late_data_dropped",
+        "window_may_not_close",
     ]
 
 
@@ -350,14 +504,37 @@ def _resolves(raw: Any, pointer: str) -> bool:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 40) | st.floats(allow_nan=True) | st.sampled_from(["", "a", "$a", "a.b", "$$x", "stream.x"]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["a", "_id", "$sum", "size", "unit", "pipeline", "interval", "topic", "connectionName", "n"]),
-        inner, max_size=3,
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 40)
+    | st.floats(allow_nan=True)
+    | st.sampled_from(["", "a", "$a", "a.b", "$$x", "stream.x"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "a",
+                    "_id",
+                    "$sum",
+                    "size",
+                    "unit",
+                    "pipeline",
+                    "interval",
+                    "topic",
+                    "connectionName",
+                    "n",
+                ]
+            ),
+            inner,
+            max_size=3,
+        )
     ),
     max_leaves=12,
 )
-stages = st.dictionaries(st.sampled_from([*REGISTRY, "$https", "$nope"]), json_values, min_size=1, max_size=2)
+stages = st.dictionaries(
+    st.sampled_from([*REGISTRY, "$https", "$nope"]), json_values, min_size=1, max_size=2
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,10 +17,29 @@ ENTRIES = list(REGISTRY.values())
 
 #: atlas-semantics.md §2 (plus the Sluice `$slidingWindow`, placed like the Atlas windows).
 EXPECTED_PLACEMENT = {
-    Placement.BOTH: {"$addFields", "$set", "$project", "$replaceRoot", "$replaceWith", "$unset", "$redact",
-                     "$match", "$unwind", "$validate", "$lookup"},
-    Placement.MAIN: {"$source", "$merge", "$emit", "$tumblingWindow", "$hoppingWindow", "$sessionWindow",
-                     "$slidingWindow", "$setStreamMeta"},
+    Placement.BOTH: {
+        "$addFields",
+        "$set",
+        "$project",
+        "$replaceRoot",
+        "$replaceWith",
+        "$unset",
+        "$redact",
+        "$match",
+        "$unwind",
+        "$validate",
+        "$lookup",
+    },
+    Placement.MAIN: {
+        "$source",
+        "$merge",
+        "$emit",
+        "$tumblingWindow",
+        "$hoppingWindow",
+        "$sessionWindow",
+        "$slidingWindow",
+        "$setStreamMeta",
+    },
     Placement.WINDOW: {"$group", "$sort", "$count", "$limit"},
 }
 WINDOWS = {"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow"}

@@ -11,7 +11,12 @@ GROUP = {"$group": {"_id": None, "n": {"$count": {}}}}
 
 
 def window(**fields):
-    return {"partitionBy": "$userId", "gap": {"size": 5, "unit": "minute"}, "pipeline": [GROUP], **fields}
+    return {
+        "partitionBy": "$userId",
+        "gap": {"size": 5, "unit": "minute"},
+        "pipeline": [GROUP],
+        **fields,
+    }
 
 
 def test_key_and_no_operator_name() -> None:
@@ -23,7 +28,9 @@ def test_defaults_and_geometry(parse_body) -> None:
     spec = parse_body(KEY, window())
     assert isinstance(spec, SessionWindowSpec)
     assert (spec.partition_by, spec.boundary) == ("$userId", "eventTime")
-    assert spec.geometry() == SessionGeometry(gap_ms=300_000, allowed_lateness_ms=3_000, idle_timeout_ms=None)
+    assert spec.geometry() == SessionGeometry(
+        gap_ms=300_000, allowed_lateness_ms=3_000, idle_timeout_ms=None
+    )
 
 
 @pytest.mark.parametrize("partition_by", ["$a.b", {"$toLower": "$user"}, 1])
@@ -34,7 +41,10 @@ def test_simple_partition_expressions(parse_body, partition_by) -> None:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"gap": {"size": 5, "unit": "minute"}, "pipeline": [GROUP]}, [("missing", "/partitionBy")]),
+        (
+            {"gap": {"size": 5, "unit": "minute"}, "pipeline": [GROUP]},
+            [("missing", "/partitionBy")],
+        ),
         (window(partitionBy={"a": "$a", "b": "$b"}), [("invalid_value", "/partitionBy")]),
         (window(partitionBy={"a": "$a"}), [("invalid_value", "/partitionBy")]),
         (window(gap={"size": 0, "unit": "minute"}), [("greater_than", "/gap/size")]),

@@ -27,7 +27,10 @@ def test_valid(parse_body) -> None:
         ({"target": 1}, [("invalid_value", "/target")]),
         ({"stream.": 1}, [("invalid_value", "/stream.")]),
         ({"stream.window.start": 1}, [("invalid_value", "/stream.window.start")]),
-        ({"stream.source": 1, "stream.ok": 2, "meta.x": 3}, [("invalid_value", "/stream.source"), ("invalid_value", "/meta.x")]),
+        (
+            {"stream.source": 1, "stream.ok": 2, "meta.x": 3},
+            [("invalid_value", "/stream.source"), ("invalid_value", "/meta.x")],
+        ),
     ],
 )
 def test_invalid(body_problems, body, expected) -> None:

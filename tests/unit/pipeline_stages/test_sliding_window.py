@@ -35,7 +35,10 @@ def test_grace_and_idle(parse_body) -> None:
     ("body", "expected"),
     [
         ({"pipeline": [GROUP]}, [("missing", "/timeDifference")]),
-        (window(timeDifference={"size": 0, "unit": "ms"}), [("greater_than", "/timeDifference/size")]),
+        (
+            window(timeDifference={"size": 0, "unit": "ms"}),
+            [("greater_than", "/timeDifference/size")],
+        ),
         (window(grace=2), [("invalid_value", "/grace")]),
         (window(grace={"size": 2, "unit": "hour"}), [("less_than_equal", "/grace")]),
         (window(boundary="eventTime"), [("extra_forbidden", "/boundary")]),

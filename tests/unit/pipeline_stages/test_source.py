@@ -15,10 +15,18 @@ def test_kafka_defaults(parse_body) -> None:
     spec = parse_body(KEY, {"connectionName": "kafka", "topic": "t"})
     assert isinstance(spec, SourceSpec)
     assert (spec.connection_name, spec.topic) == ("kafka", ("t",))
-    assert (spec.ts_field_name, spec.stream_meta_field_name, spec.time_field) == ("_ts", "_stream_meta", None)
+    assert (spec.ts_field_name, spec.stream_meta_field_name, spec.time_field) == (
+        "_ts",
+        "_stream_meta",
+        None,
+    )
     assert spec.partition_idle_timeout is None
     config = spec.config
-    assert (config.auto_offset_reset, config.group_id, config.enable_auto_commit) == ("latest", None, None)
+    assert (config.auto_offset_reset, config.group_id, config.enable_auto_commit) == (
+        "latest",
+        None,
+        None,
+    )
     assert (config.key_format, config.key_format_error, config.batch_size) == ("binData", "dlq", 1)
     assert config.model_fields_set == set()
 
@@ -42,9 +50,19 @@ def test_kafka_all_fields(parse_body) -> None:
     assert spec.topic == ("a", "b")
     assert spec.ts_field_name == "ingestionTime"
     assert spec.partition_idle_timeout.ms == 10_000
-    assert (spec.config.auto_offset_reset, spec.config.group_id, spec.config.enable_auto_commit) == ("earliest", "g", False)
+    assert (
+        spec.config.auto_offset_reset,
+        spec.config.group_id,
+        spec.config.enable_auto_commit,
+    ) == ("earliest", "g", False)
     assert (spec.config.key_format, spec.config.key_format_error) == ("string", "passThrough")
-    assert spec.config.model_fields_set == {"auto_offset_reset", "group_id", "enable_auto_commit", "key_format", "key_format_error"}
+    assert spec.config.model_fields_set == {
+        "auto_offset_reset",
+        "group_id",
+        "enable_auto_commit",
+        "key_format",
+        "key_format_error",
+    }
 
 
 def test_change_stream(parse_body) -> None:
@@ -64,16 +82,28 @@ def test_change_stream(parse_body) -> None:
         },
     }
     spec = parse_body(KEY, body)
-    assert (spec.db, spec.coll, spec.read_preference) == ("shop", ("orders", "returns"), "secondaryPreferred")
+    assert (spec.db, spec.coll, spec.read_preference) == (
+        "shop",
+        ("orders", "returns"),
+        "secondaryPreferred",
+    )
     config = spec.config
-    assert (config.full_document, config.full_document_before_change, config.full_document_only) == ("updateLookup", "whenAvailable", True)
+    assert (
+        config.full_document,
+        config.full_document_before_change,
+        config.full_document_only,
+    ) == ("updateLookup", "whenAvailable", True)
     assert config.pipeline == [{"$match": {"operationType": "insert"}}]
     assert config.max_await_time_ms == 1000
 
 
 def test_change_stream_defaults(parse_body) -> None:
     config = parse_body(KEY, {"connectionName": "atlas", "db": "shop"}).config
-    assert (config.full_document, config.full_document_before_change, config.full_document_only) == ("default", "off", False)
+    assert (
+        config.full_document,
+        config.full_document_before_change,
+        config.full_document_only,
+    ) == ("default", "off", False)
 
 
 def test_documents_form(parse_body) -> None:
@@ -86,7 +116,9 @@ def test_documents_form(parse_body) -> None:
 
 def test_documents_expression_and_file_path(parse_body) -> None:
     assert parse_body(KEY, {"documents": {"$range": [0, 3]}}).documents == {"$range": [0, 3]}
-    spec = parse_body(KEY, {"connectionName": "files", "path": "in/*.jsonl", "streamMetaFieldName": ""})
+    spec = parse_body(
+        KEY, {"connectionName": "files", "path": "in/*.jsonl", "streamMetaFieldName": ""}
+    )
     assert (spec.path, spec.stream_meta_projected) == ("in/*.jsonl", False)
 
 
@@ -105,22 +137,68 @@ def test_documents_expression_and_file_path(parse_body) -> None:
         ({"connectionName": "k", "topic": "t", "db": "d"}, [("invalid_combination", "/topic")]),
         ({"connectionName": "a", "coll": "c"}, [("missing", "/db")]),
         ({"connectionName": "k", "timeField": "ts"}, [("invalid_value", "/timeField")]),
-        ({"connectionName": "k", "timeField": {"$toLong": "$ts"}}, [("invalid_value", "/timeField")]),
-        ({"connectionName": "k", "timeField": {"$dateFromString": "$ts"}}, [("invalid_value", "/timeField")]),
+        (
+            {"connectionName": "k", "timeField": {"$toLong": "$ts"}},
+            [("invalid_value", "/timeField")],
+        ),
+        (
+            {"connectionName": "k", "timeField": {"$dateFromString": "$ts"}},
+            [("invalid_value", "/timeField")],
+        ),
         ({"connectionName": "k", "tsFieldName": "a.b"}, [("invalid_value", "/tsFieldName")]),
         ({"connectionName": "k", "tsFieldName": ""}, [("invalid_value", "/tsFieldName")]),
-        ({"connectionName": "k", "streamMetaFieldName": "$m"}, [("invalid_value", "/streamMetaFieldName")]),
-        ({"connectionName": "k", "partitionIdleTimeout": 5}, [("model_type", "/partitionIdleTimeout")]),
-        ({"connectionName": "k", "config": {"auto_offset_reset": "middle"}}, [("literal_error", "/config/auto_offset_reset")]),
-        ({"connectionName": "k", "config": {"keyFormat": "avro"}}, [("literal_error", "/config/keyFormat")]),
-        ({"connectionName": "k", "config": {"enable_auto_commit": "yes"}}, [("bool_type", "/config/enable_auto_commit")]),
-        ({"connectionName": "k", "config": {"batchSize": 0}}, [("greater_than_equal", "/config/batchSize")]),
-        ({"connectionName": "k", "config": {"key_format": "json"}}, [("extra_forbidden", "/config/key_format")]),
-        ({"connectionName": "a", "db": "d", "config": {"startAfter": {"_data": "x"}, "startAtOperationTime": 1}}, [("invalid_combination", "/config/startAtOperationTime")]),
-        ({"connectionName": "a", "db": "d", "initialSync": {"enable": True}}, [("unsupported_option", "/initialSync")]),
-        ({"connectionName": "k", "schemaRegistry": {"connectionName": "sr"}}, [("unsupported_option", "/schemaRegistry")]),
-        ({"connectionName": "k", "tsFieldOverride": "t"}, [("unsupported_option", "/tsFieldOverride")]),
-        ({"connectionName": "k", "connection_name": "k"}, [("extra_forbidden", "/connection_name")]),
+        (
+            {"connectionName": "k", "streamMetaFieldName": "$m"},
+            [("invalid_value", "/streamMetaFieldName")],
+        ),
+        (
+            {"connectionName": "k", "partitionIdleTimeout": 5},
+            [("model_type", "/partitionIdleTimeout")],
+        ),
+        (
+            {"connectionName": "k", "config": {"auto_offset_reset": "middle"}},
+            [("literal_error", "/config/auto_offset_reset")],
+        ),
+        (
+            {"connectionName": "k", "config": {"keyFormat": "avro"}},
+            [("literal_error", "/config/keyFormat")],
+        ),
+        (
+            {"connectionName": "k", "config": {"enable_auto_commit": "yes"}},
+            [("bool_type", "/config/enable_auto_commit")],
+        ),
+        (
+            {"connectionName": "k", "config": {"batchSize": 0}},
+            [("greater_than_equal", "/config/batchSize")],
+        ),
+        (
+            {"connectionName": "k", "config": {"key_format": "json"}},
+            [("extra_forbidden", "/config/key_format")],
+        ),
+        (
+            {
+                "connectionName": "a",
+                "db": "d",
+                "config": {"startAfter": {"_data": "x"}, "startAtOperationTime": 1},
+            },
+            [("invalid_combination", "/config/startAtOperationTime")],
+        ),
+        (
+            {"connectionName": "a", "db": "d", "initialSync": {"enable": True}},
+            [("unsupported_option", "/initialSync")],
+        ),
+        (
+            {"connectionName": "k", "schemaRegistry": {"connectionName": "sr"}},
+            [("unsupported_option", "/schemaRegistry")],
+        ),
+        (
+            {"connectionName": "k", "tsFieldOverride": "t"},
+            [("unsupported_option", "/tsFieldOverride")],
+        ),
+        (
+            {"connectionName": "k", "connection_name": "k"},
+            [("extra_forbidden", "/connection_name")],
+        ),
         ({"connectionName": "k", "topics": "t"}, [("extra_forbidden", "/topics")]),
         (
             {"initialSync": {}, "coll": "c", "tsFieldName": "a.b"},
@@ -138,9 +216,9 @@ def test_invalid(body_problems, body, expected) -> None:
 
 
 def test_messages(body_messages) -> None:
-    assert body_messages(KEY, {"connectionName": "a", "db": "d", "initialSync": {"enable": True}}) == [
-        "'initialSync' is not supported: initial collection scans are not implemented in Sluice"
-    ]
+    assert body_messages(
+        KEY, {"connectionName": "a", "db": "d", "initialSync": {"enable": True}}
+    ) == ["'initialSync' is not supported: initial collection scans are not implemented in Sluice"]
     assert body_messages(KEY, {"documents": [], "connectionName": "k"}) == [
         "documents cannot be combined with connectionName"
     ]

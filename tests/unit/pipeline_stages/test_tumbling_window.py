@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+import pipeline_stages.tumbling_window as module
+from pipeline_stages._windows_common import WindowGeometry
 from pipeline_stages.hopping_window import HoppingWindowSpec
 from pipeline_stages.match import MatchSpec
 from pipeline_stages.tumbling_window import KEY, TumblingWindowSpec
-from pipeline_stages._windows_common import WindowGeometry
-
-import pipeline_stages.tumbling_window as module
 
 GROUP = {"$group": {"_id": None, "n": {"$count": {}}}}
 SECOND = {"size": 1, "unit": "second"}
@@ -83,26 +82,48 @@ def test_as_hopping(parse_body) -> None:
         (window(interval={"size": -1, "unit": "second"}), [("greater_than", "/interval/size")]),
         (window(interval={"size": 1.5, "unit": "second"}), [("value_error", "/interval/size")]),
         (window(interval={"size": 1, "unit": "week"}), [("literal_error", "/interval/unit")]),
-        (window(interval={"size": 1, "unit": "second", "x": 1}), [("extra_forbidden", "/interval/x")]),
+        (
+            window(interval={"size": 1, "unit": "second", "x": 1}),
+            [("extra_forbidden", "/interval/x")],
+        ),
         (window(pipeline=[]), [("too_short", "/pipeline")]),
         ({"interval": SECOND}, [("missing", "/pipeline")]),
         (window(allowedLateness=5), [("invalid_value", "/allowedLateness")]),
         (window(allowedLateness=True), [("model_type", "/allowedLateness")]),
-        (window(allowedLateness={"size": 31, "unit": "minute"}), [("less_than_equal", "/allowedLateness")]),
-        (window(allowedLateness={"size": 1, "unit": "day"}), [("less_than_equal", "/allowedLateness")]),
+        (
+            window(allowedLateness={"size": 31, "unit": "minute"}),
+            [("less_than_equal", "/allowedLateness")],
+        ),
+        (
+            window(allowedLateness={"size": 1, "unit": "day"}),
+            [("less_than_equal", "/allowedLateness")],
+        ),
         (window(allowedLateness={"size": 1}), [("missing", "/allowedLateness/unit")]),
         (window(idleTimeout=10), [("invalid_value", "/idleTimeout")]),
         (window(boundary="wallClock"), [("literal_error", "/boundary")]),
         (window(offset={"offsetFromUtc": 1, "unit": "day"}), [("literal_error", "/offset/unit")]),
         (window(hopSize=SECOND), [("extra_forbidden", "/hopSize")]),
         (window(allowed_lateness=0), [("extra_forbidden", "/allowed_lateness")]),
-        (window(boundary="processingTime", allowedLateness=0), [("invalid_combination", "/allowedLateness")]),
-        (window(boundary="processingTime", idleTimeout=SECOND), [("invalid_combination", "/idleTimeout")]),
         (
-            window(boundary="processingTime", allowedLateness=SECOND, interval={"size": 0, "unit": "ms"}),
+            window(boundary="processingTime", allowedLateness=0),
+            [("invalid_combination", "/allowedLateness")],
+        ),
+        (
+            window(boundary="processingTime", idleTimeout=SECOND),
+            [("invalid_combination", "/idleTimeout")],
+        ),
+        (
+            window(
+                boundary="processingTime",
+                allowedLateness=SECOND,
+                interval={"size": 0, "unit": "ms"},
+            ),
             [("invalid_combination", "/allowedLateness"), ("greater_than", "/interval/size")],
         ),
-        (window(pipeline=[{"$match": 5}, {"$sort": {}}]), [("dict_type", "/pipeline/0/$match"), ("too_short", "/pipeline/1/$sort")]),
+        (
+            window(pipeline=[{"$match": 5}, {"$sort": {}}]),
+            [("dict_type", "/pipeline/0/$match"), ("too_short", "/pipeline/1/$sort")],
+        ),
         (window(pipeline=[{"$nope": {}}]), [("unknown_stage", "/pipeline/0")]),
     ],
 )
@@ -113,9 +134,18 @@ def test_invalid(body_problems, body, expected) -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"interval": {"size": 0, "unit": "second"}}, "Window interval size must be greater than 0. Got 0."),
-        ({"allowedLateness": 5}, "Must specify unit and size for non-zero allowedLateness values, got 5"),
-        ({"allowedLateness": {"size": 45, "unit": "minute"}}, "Maximum allowedLateness is 30 minutes, got 45 minute"),
+        (
+            {"interval": {"size": 0, "unit": "second"}},
+            "Window interval size must be greater than 0. Got 0.",
+        ),
+        (
+            {"allowedLateness": 5},
+            "Must specify unit and size for non-zero allowedLateness values, got 5",
+        ),
+        (
+            {"allowedLateness": {"size": 45, "unit": "minute"}},
+            "Maximum allowedLateness is 30 minutes, got 45 minute",
+        ),
         ({"interval": {"size": 1.5, "unit": "second"}}, "size must be a whole number, got 1.5"),
     ],
 )

@@ -12,7 +12,8 @@ def test_key_and_operator() -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "fields"), [("a", ("a",)), (["a", "b.c"], ("a", "b.c")), ("_stream_meta", ("_stream_meta",))]
+    ("body", "fields"),
+    [("a", ("a",)), (["a", "b.c"], ("a", "b.c")), ("_stream_meta", ("_stream_meta",))],
 )
 def test_valid(parse_body, body, fields) -> None:
     spec = parse_body(KEY, body)

@@ -40,7 +40,10 @@ def test_object_form_aliases(parse_body) -> None:
         ({}, [("missing", "/path")]),
         ({"path": 5}, [("string_type", "/path")]),
         ({"path": "$a", "includeArrayIndex": "$i"}, [("invalid_value", "/includeArrayIndex")]),
-        ({"path": "$a", "preserveNullAndEmptyArrays": 1}, [("bool_type", "/preserveNullAndEmptyArrays")]),
+        (
+            {"path": "$a", "preserveNullAndEmptyArrays": 1},
+            [("bool_type", "/preserveNullAndEmptyArrays")],
+        ),
         ({"path": "$a", "includeArrayIndex": "i", "x": 1}, [("extra_forbidden", "/x")]),
     ],
 )

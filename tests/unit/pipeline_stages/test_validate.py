@@ -30,7 +30,10 @@ def test_alias(parse_body) -> None:
         ({"validator": 5}, [("dict_type", "/validator")]),
         ({"validator": {"$where": "1"}}, [("unsupported_option", "/validator/$where")]),
         ({"validator": {}, "validationAction": "fail"}, [("literal_error", "/validationAction")]),
-        ({"validator": {}, "validation_action": "dlq"}, [("extra_forbidden", "/validation_action")]),
+        (
+            {"validator": {}, "validation_action": "dlq"},
+            [("extra_forbidden", "/validation_action")],
+        ),
         ({"validator": {}, "onError": "dlq"}, [("extra_forbidden", "/onError")]),
     ],
 )

@@ -101,7 +101,7 @@ def test_range_reads_are_inclusive_and_span_segments(tmp_path):
     assert [s for s, _ in spool.read("c1", 18, 99)] == [18, 19, 20]  # past the end: what exists
     assert list(spool.read("c1", 21, 30)) == []
     with pytest.raises(SpoolError):
-        list(spool.read("c1", 0, 3))
+        spool.read("c1", 0, 3)  # argument errors are raised at the call, not on iteration
 
 
 def test_reading_an_unknown_connection_yields_nothing_and_creates_nothing(tmp_path):
@@ -142,7 +142,7 @@ def test_connection_names_are_validated(tmp_path, name):
     with pytest.raises(SpoolError):
         spool.latest_seq(name)
     with pytest.raises(SpoolError):
-        list(spool.read(name, 1, 1))
+        spool.read(name, 1, 1)
     assert not any(tmp_path.rglob("seg-*"))
 
 
@@ -235,3 +235,14 @@ def test_a_reader_in_another_process_needs_only_the_files(tmp_path):
     assert reader.exitcode == 0
     assert latest == 12
     assert records == [(i, f"rec{i}".encode()) for i in range(3, 10)]
+
+
+def test_a_missing_middle_segment_is_reported_not_skipped(tmp_path):
+    spool = Spool(tmp_path, segment_bytes=38)
+    for i in range(1, 7):
+        spool.append("c1", [f"r{i:02d}"])
+    segment_files(tmp_path)[1].unlink()  # records 3 and 4 vanish behind the spool's back
+    records = spool.read("c1", 1, 6)
+    assert next(records) == (1, b"r01")
+    with pytest.raises(SpoolError, match="gap"):
+        list(records)

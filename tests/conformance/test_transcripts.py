@@ -1,0 +1,60 @@
+"""Runs every conformance transcript through every registered executor.
+
+Registering the Spark window operator later is one line in `EXECUTORS`, e.g.
+`pytest.param(SparkExecutor, id="spark", marks=pytest.mark.spark)`. A transcript's
+`"notimpl": {"spark": "why"}` declares an expected gap of one executor (strict xfail, never a
+silent skip); `"xfail"` marks a transcript that must fail under every executor (it tests the
+harness itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.conformance.harness import (
+    Executor,
+    Transcript,
+    TranscriptMismatch,
+    load_transcripts,
+    run_transcript,
+)
+from tests.conformance.reference_model import ReferenceExecutor
+
+EXECUTORS: list[Any] = [
+    pytest.param(ReferenceExecutor, id="reference"),
+]
+
+
+def _executor_name(param: Any) -> str:
+    return str(param.id)
+
+
+def _cases() -> Iterator[Any]:
+    for executor in EXECUTORS:
+        for transcript in load_transcripts():
+            marks = list(executor.marks)
+            reason = transcript.xfail or transcript.notimpl.get(_executor_name(executor))
+            if reason:
+                marks.append(pytest.mark.xfail(strict=True, raises=TranscriptMismatch, reason=reason))
+            yield pytest.param(
+                executor.values[0], transcript, id=f"{executor.id}-{transcript.name}", marks=marks
+            )
+
+
+@pytest.mark.parametrize(("make_executor", "transcript"), list(_cases()))
+def test_transcript(make_executor: Callable[[], Executor], transcript: Transcript) -> None:
+    run_transcript(make_executor(), transcript)
+
+
+def test_transcript_names_are_unique_and_match_files() -> None:
+    transcripts = load_transcripts()
+    names = [t.name for t in transcripts]
+    assert len(names) == len(set(names))
+    assert all(t.path is not None and t.path.stem == t.name for t in transcripts)
+
+
+def test_some_transcripts_must_fail() -> None:
+    assert any(t.xfail for t in load_transcripts())
