@@ -67,3 +67,16 @@ class AddFieldsSpec(BodySpec):
     @classmethod
     def _stage_name(cls) -> str:
         return KEY
+
+
+def compile(spec: AddFieldsSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Set every field of healthy documents; an expression error sends the document to the DLQ."""
+    from pipeline_stages._base import join_path
+    from pipeline_stages._stateless import add_fields, apply_document
+
+    body = join_path(path, KEY)
+    return apply_document(
+        frame,
+        lambda scope: add_fields(spec.fields, scope, scope.current, body, ctx.problems),
+        operator=OPERATOR_NAME,
+    )

@@ -91,3 +91,16 @@ class LookupSpec(CheckedSpec):
                 "$lookup needs either localField and foreignField, or a pipeline",
                 dict(raw),
             )
+
+
+def compile(spec: LookupSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001, ARG001
+    """Refused: Sluice parses `$lookup` but cannot execute it yet (never silently ignored)."""
+    from pipeline_stages._base import ProblemCode, join_path
+
+    ctx.problems.error(
+        join_path(path, KEY),
+        ProblemCode.UNSUPPORTED_OPTION,
+        "$lookup is not supported by Sluice yet: lookups against a MongoDB connection are "
+        "not implemented",
+    )
+    return frame

@@ -62,3 +62,15 @@ class MatchSpec(BodySpec):
         filter_errors(raw, errors, what="$match")
         errors.raise_if_any(cls.__name__)
         return {"filter": raw}
+
+
+def compile(spec: MatchSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Keep healthy documents matching the filter; evaluation errors go to the DLQ."""
+    from pipeline_stages._base import join_path
+    from pipeline_stages._mql.query import compile_filter
+
+    scope = frame.scope()
+    predicate = compile_filter(spec.filter, scope, join_path(path, KEY), ctx.problems)
+    prepared = frame.prepared(scope)
+    matched = prepared.where(predicate, operator=OPERATOR_NAME, keep_ticks=ctx.window_ahead)
+    return matched.finished(scope)

@@ -140,3 +140,22 @@ def _first_mode(body: dict[str, Any], *, top: bool) -> str | None:
         elif not (kind == "meta" or (top and name == "_id" and kind in ("include", "exclude"))):
             return "exclude" if kind == "exclude" else "include"
     return None
+
+
+def compile(spec: ProjectSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Reshape healthy documents; a failing computed field sends the document to the DLQ."""
+    from pipeline_stages._base import join_path
+    from pipeline_stages._stateless import apply_document, project_document
+
+    body = join_path(path, KEY)
+    return apply_document(
+        frame,
+        lambda scope: project_document(
+            spec.fields,
+            exclusion=spec.is_exclusion,
+            scope=scope,
+            path=body,
+            problems=ctx.problems,
+        ),
+        operator=OPERATOR_NAME,
+    )

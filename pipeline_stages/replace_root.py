@@ -21,3 +21,16 @@ class ReplaceRootSpec(StageModel):
     """The body of `$replaceRoot`."""
 
     new_root: Any = Field(alias="newRoot")
+
+
+def compile(spec: ReplaceRootSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Replace healthy documents by `newRoot`; non-object results go to the DLQ."""
+    from pipeline_stages._base import join_path
+    from pipeline_stages._stateless import apply_document, replace_root
+
+    body = join_path(path, KEY, "newRoot")
+    return apply_document(
+        frame,
+        lambda scope: replace_root(spec.new_root, scope, body, ctx.problems),
+        operator=OPERATOR_NAME,
+    )

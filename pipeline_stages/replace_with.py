@@ -22,3 +22,16 @@ class ReplaceWithSpec(BodySpec):
     @classmethod
     def _fields_from_body(cls, raw: Any) -> dict[str, Any]:
         return {"new_root": raw}
+
+
+def compile(spec: ReplaceWithSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """`$replaceWith` is `$replaceRoot` with the expression as the whole body."""
+    from pipeline_stages._base import join_path
+    from pipeline_stages._stateless import apply_document, replace_root
+
+    body = join_path(path, KEY)
+    return apply_document(
+        frame,
+        lambda scope: replace_root(spec.new_root, scope, body, ctx.problems),
+        operator=OPERATOR_NAME,
+    )

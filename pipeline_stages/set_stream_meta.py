@@ -55,3 +55,23 @@ class SetStreamMetaSpec(BodySpec):
                     errors.add((key,), ProblemCode.INVALID_VALUE, problem, key)
         errors.raise_if_any(cls.__name__)
         return {"fields": raw}
+
+
+def compile(spec: SetStreamMetaSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Set custom stream metadata (`{$meta: "stream.<field>"}`); errors go to the DLQ."""
+    from pipeline_stages._base import join_path
+    from pipeline_stages._mql.expressions import compile_expression
+    from pipeline_stages._mql.ops_common import first_error
+    from pipeline_stages._mql.ops_paths import set_field
+    from pipeline_stages._mql.scope import Expr
+
+    scope = frame.scope()
+    meta = scope.meta
+    errors = []
+    for key, raw in spec.fields.items():
+        value = compile_expression(raw, scope, join_path(path, KEY, key), ctx.problems)
+        errors.append(value.error)
+        meta = set_field(meta, key.removeprefix("stream."), Expr(value=value.value)).value
+    prepared = frame.prepared(scope)
+    result = Expr(value=meta, error=first_error(*errors))
+    return prepared.with_meta(result, operator=OPERATOR_NAME).finished(scope)

@@ -38,6 +38,7 @@ from pipeline_stages._base import (
     custom_error,
     describe,
     field_name_problem,
+    join_path,
 )
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
 
@@ -210,3 +211,81 @@ class SourceSpec(CheckedSpec):
     def stream_meta_projected(self) -> bool:
         """Whether stream metadata is projected into documents (`streamMetaFieldName != ""`)."""
         return bool(self.stream_meta_field_name)
+
+
+def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Read the stream for this source, then parse, time-stamp and project metadata.
+
+    Sources available: `documents` and the `Sample` connection (`sample_stream_solar`). The
+    other connection types are rejected here with `unsupported_option` until their
+    connectors exist, never silently ignored.
+    """
+    from pipeline_stages._engine.context import SourcePlan
+    from pipeline_stages._engine.ingest import ingest
+
+    body = join_path(path, KEY)
+    raw, total = _read_stream(spec, ctx, body)
+    frame = ingest(
+        raw,
+        time_field=spec.time_field,
+        ts_field=spec.ts_field_name,
+        meta_field=spec.stream_meta_field_name,
+        operator=OPERATOR_NAME,
+        problems=ctx.problems,
+        path=join_path(body, "timeField"),
+    )
+    return SourcePlan(frame=frame, finite_total=total)
+
+
+def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None]:
+    import json
+    import time
+
+    from pipeline_stages._engine.sources import documents, sample_solar
+
+    reader = ctx.spark.readStream
+    if spec.connection_name is None:
+        if not isinstance(spec.documents, list):
+            ctx.problems.error(
+                join_path(body, "documents"),
+                ProblemCode.UNSUPPORTED_OPTION,
+                "documents given as an expression are not supported yet; give an array",
+            )
+            return _empty_stream(ctx), 0
+        texts = [json.dumps(doc, allow_nan=False) for doc in spec.documents]
+        batch = ctx.batch_size or spec.config.batch_size
+        base_ms = ctx.base_time_ms if ctx.base_time_ms is not None else int(time.time() * 1000)
+        stream = (
+            reader.format(documents.FORMAT)
+            .option("documents", json.dumps(texts))
+            .option("batchSize", str(batch))
+            .option("baseTimeMs", str(base_ms))
+            .load()
+        )
+        return stream, len(texts)
+    connection = ctx.connection(spec.connection_name)
+    if connection is None:
+        ctx.problems.error(
+            join_path(body, "connectionName"),
+            ProblemCode.UNKNOWN_CONNECTION,
+            f"no connection named {spec.connection_name!r} is registered",
+        )
+        return _empty_stream(ctx), 0
+    if connection.type == "Sample":
+        rate = str(connection.config.get("rate", 10))
+        return reader.format(sample_solar.FORMAT).option("rate", rate).load(), None
+    ctx.problems.error(
+        join_path(body, "connectionName"),
+        ProblemCode.UNSUPPORTED_OPTION,
+        f"$source on a {connection.type} connection is not available yet",
+    )
+    return _empty_stream(ctx), 0
+
+
+def _empty_stream(ctx: Any) -> Any:
+    """A placeholder stream so compilation can go on collecting problems."""
+    import json
+
+    from pipeline_stages._engine.sources import documents
+
+    return ctx.spark.readStream.format(documents.FORMAT).option("documents", json.dumps([])).load()

@@ -50,3 +50,15 @@ class UnsetSpec(BodySpec):
             names = []
         errors.raise_if_any(cls.__name__)
         return {"fields": tuple(names)}
+
+
+def compile(spec: UnsetSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001, ARG001
+    """Remove the fields from healthy documents (cannot fail)."""
+    from pipeline_stages._mql.scope import Expr
+    from pipeline_stages._stateless import apply_document, unset_fields
+
+    return apply_document(
+        frame,
+        lambda scope: Expr(value=unset_fields(scope.current, list(spec.fields))),
+        operator=OPERATOR_NAME,
+    )

@@ -66,3 +66,62 @@ class UnwindSpec(BodySpec):
     def field_path(self) -> str:
         """The unwound field path without its `$` (`"$a.b"` → `"a.b"`)."""
         return self.path[1:]
+
+
+def compile(spec: UnwindSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001, ARG001
+    """One document per array element (MongoDB's `$unwind` rules; cannot fail).
+
+    Non-array values pass as one document; null, missing and empty arrays are dropped unless
+    `preserveNullAndEmptyArrays` (then the document passes, without the field for an empty
+    array). `sub` numbers the outputs of one input so their ids stay distinct and ordered.
+    """
+    from pyspark.sql import functions as F
+
+    from pipeline_stages._engine.frame import DOC, KIND, KIND_TICK, SUB, StreamFrame
+    from pipeline_stages._mql import values as V
+    from pipeline_stages._mql.ops_paths import get_path, remove_field, set_field
+    from pipeline_stages._mql.scope import Expr
+
+    dotted = spec.path[1:]
+    preserve = spec.preserve_null_and_empty_arrays
+    value = get_path(F.col(DOC), dotted.split("."))
+    kind = V.kind_of(value)
+    array = F.try_variant_get(value, "$", "array<variant>")
+    one = F.array(F.lit(None).cast("variant"))
+    none = F.array().cast("array<variant>")
+    drop_or_keep = one if (preserve or ctx.window_ahead) else none
+    elements = (
+        F.when(~frame.healthy, one)
+        .when((kind == "array") & (F.size(array) > 0), array)
+        .when((kind == "array") | V.is_nullish(value), drop_or_keep)
+        .otherwise(one)
+    )
+    df = frame.df.withColumn("__unwind_kind", kind).select(
+        "*", F.posexplode(elements).alias("__unwind_pos", "__unwind_el")
+    )
+    healthy = StreamFrame(df).healthy
+    is_element = healthy & (F.col("__unwind_kind") == "array") & F.col("__unwind_el").isNotNull()
+    emptied = healthy & (F.col("__unwind_kind") == "array") & F.col("__unwind_el").isNull()
+    nullish = healthy & F.col("__unwind_kind").isin("missing", "null")
+    new_doc = set_field(F.col(DOC), dotted, Expr(value=F.col("__unwind_el"))).value
+    index = F.when(is_element, V.from_long(F.col("__unwind_pos"))).otherwise(V.null())
+    if spec.include_array_index:
+        new_doc = set_field(new_doc, spec.include_array_index, Expr(value=index)).value
+    kept = (
+        set_field(F.col(DOC), spec.include_array_index, Expr(value=index)).value
+        if spec.include_array_index
+        else F.col(DOC)
+    )
+    dropped = (emptied | nullish) if not preserve else F.lit(False)
+    df = df.withColumns(
+        {
+            DOC: F.when(is_element, new_doc)
+            .when(dropped, F.lit(None).cast("variant"))
+            .when(emptied, remove_field(kept, dotted))
+            .when(healthy, kept)
+            .otherwise(F.col(DOC)),
+            KIND: F.when(dropped, F.lit(KIND_TICK)).otherwise(F.col(KIND)),
+            SUB: F.col(SUB) * 1_000_003 + F.col("__unwind_pos"),
+        }
+    )
+    return StreamFrame(df.drop("__unwind_kind", "__unwind_pos", "__unwind_el"))

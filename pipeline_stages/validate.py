@@ -36,3 +36,34 @@ class ValidateSpec(StageModel):
         filter_errors(value, errors, what="validator")
         errors.raise_if_any(cls.__name__)
         return value
+
+
+INVALID_REASON = "Input document found to be invalid in $validate stage"
+ERROR_PREFIX = "Failed to process input document in $validate stage with error: "
+
+
+def compile(spec: ValidateSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Drop (`discard`) or dead-letter (`dlq`) the healthy documents failing the validator.
+
+    A validator that cannot be evaluated for a document (an `$expr` error) always sends it to
+    the DLQ, with Atlas's reason text (§3.2).
+    """
+    from pyspark.sql import functions as F
+
+    from pipeline_stages._base import join_path
+    from pipeline_stages._mql.query import compile_filter
+
+    scope = frame.scope()
+    predicate = compile_filter(
+        spec.validator, scope, join_path(path, KEY, "validator"), ctx.problems
+    )
+    checked = frame.prepared(scope)
+    if predicate.error is not None:
+        reason = F.concat(F.lit(ERROR_PREFIX), predicate.error)
+        checked = checked.fail(predicate.error.isNotNull(), reason, OPERATOR_NAME)
+    invalid = ~predicate.condition
+    if spec.validation_action == "dlq":
+        checked = checked.fail(invalid, F.lit(INVALID_REASON), OPERATOR_NAME)
+    else:
+        checked = checked.drop_where(invalid, keep_ticks=ctx.window_ahead)
+    return checked.finished(scope)

@@ -132,7 +132,9 @@ def _default_session() -> Any:
     return build_session(master="local[*]", app_name="sluice-process")
 
 
-def _run_query(compiled: Any, writer: StdoutWriter, *, err: TextIO, max_seconds: float, name: str) -> int:
+def _run_query(
+    compiled: Any, writer: StdoutWriter, *, err: TextIO, max_seconds: float, name: str
+) -> int:
     checkpoint = tempfile.mkdtemp(prefix="sluice-process-")
     query = (
         compiled.envelopes.writeStream.foreachBatch(ForeachBatchSink(writer, processor=name))

@@ -43,6 +43,9 @@ class CompileContext:
     data_dir: str = ".sluice"
     #: Test hook: the wall-clock base (ms) the documents source stamps documents with.
     base_time_ms: int | None = None
+    #: Set while compiling stages that precede a window stage: filtered documents must then
+    #: stay in the stream as ticks so they still advance the watermark.
+    window_ahead: bool = False
 
     def connection(self, name: str) -> ConnectionInfo | None:
         """Look a connection up, built-ins included."""

@@ -17,6 +17,7 @@ from pipeline_stages._engine.frame import (
     EVENT_MS,
     KIND,
     KIND_OUTPUT,
+    KIND_TICK,
     META,
     MISSED,
     PART,
@@ -31,7 +32,7 @@ KIND_DLQ = "dlq"
 
 #: `doc`, `meta` and `missed` are JSON text; `kind` is `out`, `dlq` or `stats`.
 ENVELOPE_SCHEMA = (
-    "kind STRING, part INT, seq BIGINT, sub INT, event_ms BIGINT, doc STRING, meta STRING, "
+    "kind STRING, part INT, seq BIGINT, sub BIGINT, event_ms BIGINT, doc STRING, meta STRING, "
     "reason STRING, operator STRING, missed STRING, window_start BIGINT, window_key STRING"
 )
 
@@ -39,7 +40,7 @@ ENVELOPE_SCHEMA = (
 def envelope_from_frame(frame: StreamFrame) -> DataFrame:
     """Envelopes for a frame that has reached the sink."""
     kind = F.when(F.col(DLQ_REASON).isNotNull(), F.lit(KIND_DLQ)).otherwise(F.col(KIND))
-    return frame.df.select(
+    return frame.df.where(F.col(KIND) != KIND_TICK).select(
         kind.alias("kind"),
         F.col(PART),
         F.col(SEQ),

@@ -23,6 +23,7 @@ DLQ record's `doc`.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -52,6 +53,9 @@ WINDOW_KEY = "window_key"
 
 KIND_OUTPUT = "out"
 KIND_STATS = "stats"
+#: A document a stage dropped, kept only so the window operator still sees its event time:
+#: Atlas's watermark comes from the source, so filtered documents advance it too.
+KIND_TICK = "tick"
 
 FRAME_COLUMNS = (
     PART,
@@ -67,6 +71,9 @@ FRAME_COLUMNS = (
     WINDOW_START,
     WINDOW_KEY,
 )
+
+
+_TEMP_COUNTER = itertools.count()
 
 
 def failure_reason(operator: str, error: Column) -> Column:
@@ -106,38 +113,66 @@ class StreamFrame:
         return self._with(META, result, operator=operator)
 
     def _with(self, column: str, result: Expr, *, operator: str) -> StreamFrame:
-        if result.error is None:
-            updated = F.when(self.healthy, result.value).otherwise(F.col(column))
-            return StreamFrame(self.df.withColumn(column, updated))
-        fails = self.healthy & result.error.isNotNull()
-        df = self.df.withColumns(
+        frame, (value, error) = self._materialized(result.value, result.error_or_null())
+        ok = frame.healthy & error.isNull()
+        fails = frame.healthy & error.isNotNull()
+        df = frame.df.withColumns(
             {
-                column: F.when(self.healthy & result.error.isNull(), result.value).otherwise(
-                    F.col(column)
-                ),
-                DLQ_REASON: F.when(fails, failure_reason(operator, result.error)).otherwise(
+                column: F.when(ok, value).otherwise(F.col(column)),
+                DLQ_REASON: F.when(fails, failure_reason(operator, error)).otherwise(
                     F.col(DLQ_REASON)
                 ),
                 DLQ_OPERATOR: F.when(fails, F.lit(operator)).otherwise(F.col(DLQ_OPERATOR)),
             }
         )
-        return StreamFrame(df)
+        return StreamFrame(df.drop(value, error))
 
-    def where(self, predicate: Predicate, *, operator: str) -> StreamFrame:
-        """Keep healthy rows matching `predicate` (failed rows always pass through)."""
-        frame = self
+    def where(self, predicate: Predicate, *, operator: str, keep_ticks: bool) -> StreamFrame:
+        """Keep healthy rows matching `predicate` (failed rows always pass through).
+
+        With `keep_ticks` (a window stage follows) dropped rows become `tick` rows instead of
+        disappearing, so they still advance the window's watermark.
+        """
+        frame, (condition, error) = self._materialized(
+            predicate.condition,
+            predicate.error if predicate.error is not None else F.lit(None).cast("string"),
+        )
         if predicate.error is not None:
-            fails = self.healthy & predicate.error.isNotNull()
-            frame = self.fail(fails, failure_reason(operator, predicate.error), operator)
-        return StreamFrame(frame.df.where(~frame.healthy | predicate.condition))
+            frame = frame.fail(error.isNotNull(), failure_reason(operator, error), operator)
+        kept = frame.drop_where(~condition, keep_ticks=keep_ticks)
+        return StreamFrame(kept.df.drop(condition, error))
+
+    def drop_where(self, condition: Column, *, keep_ticks: bool) -> StreamFrame:
+        """Drop healthy rows where `condition` holds (or turn them into ticks)."""
+        frame, (dropped,) = self._materialized(self.healthy & condition)
+        if not keep_ticks:
+            return StreamFrame(frame.df.where(~dropped).drop(dropped))
+        df = frame.df.withColumns(
+            {
+                KIND: F.when(dropped, F.lit(KIND_TICK)).otherwise(F.col(KIND)),
+                DOC: F.when(dropped, F.lit(None).cast("variant")).otherwise(F.col(DOC)),
+            }
+        )
+        return StreamFrame(df.drop(dropped))
 
     def fail(self, condition: Column, reason: Column, operator: str) -> StreamFrame:
         """Send healthy rows where `condition` holds to the DLQ with `reason`."""
-        fails = self.healthy & condition
-        df = self.df.withColumns(
+        frame, (fails, why) = self._materialized(self.healthy & condition, reason)
+        df = frame.df.withColumns(
             {
-                DLQ_REASON: F.when(fails, reason).otherwise(F.col(DLQ_REASON)),
+                DLQ_REASON: F.when(fails, why).otherwise(F.col(DLQ_REASON)),
                 DLQ_OPERATOR: F.when(fails, F.lit(operator)).otherwise(F.col(DLQ_OPERATOR)),
             }
         )
-        return StreamFrame(df)
+        return StreamFrame(df.drop(fails, why))
+
+    def _materialized(self, *columns: Column) -> tuple[StreamFrame, tuple[Column, ...]]:
+        """Add `columns` as temporary columns and return references to them.
+
+        A column used more than once below is computed once: Spark's CollapseProject does not
+        re-inline an expensive expression referenced several times, while repeating the
+        expression itself would duplicate it in the generated code.
+        """
+        names = [f"__frame{next(_TEMP_COUNTER)}__" for _ in columns]
+        df = self.df.withColumns(dict(zip(names, columns, strict=True)))
+        return StreamFrame(df), tuple(F.col(name) for name in names)

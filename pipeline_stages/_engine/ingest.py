@@ -56,9 +56,10 @@ def ingest(
     path: str,
 ) -> StreamFrame:
     """Turn a raw record stream (see `sources.RAW_SCHEMA`) into a stream frame."""
-    parsed = F.try_parse_json(F.col("raw"))
-    is_object = V.mql_type(parsed) == "object"
-    df = raw.select(
+    staged = raw.withColumn("__parsed", F.try_parse_json(F.col("raw")))
+    staged = staged.withColumn("__is_object", V.mql_type(F.col("__parsed")) == "object")
+    parsed, is_object = F.col("__parsed"), F.col("__is_object")
+    df = staged.select(
         F.col(PART),
         F.col(SEQ),
         F.col("source_ts_ms").alias(EVENT_MS),
@@ -71,7 +72,7 @@ def ingest(
         .otherwise(F.lit(operator))
         .alias(DLQ_OPERATOR),
         F.lit(KIND_OUTPUT).alias(KIND),
-        F.lit(0).alias(SUB),
+        F.lit(0).cast("bigint").alias(SUB),
         F.lit(None).cast("string").alias(MISSED),
         F.lit(None).cast("bigint").alias(WINDOW_START),
         F.lit(None).cast("string").alias(WINDOW_KEY),
@@ -89,16 +90,11 @@ def _apply_time_field(
 
     scope: Scope = frame.scope()
     result = compile_expression(time_field, scope, path, problems)
+    value = scope.bind(result.value)
+    millis = scope.bind(V.as_epoch_ms(value))
+    not_a_date = F.concat(F.lit("timeField must evaluate to a date, got "), V.mql_type(value))
+    error = scope.bind(F.coalesce(result.error_or_null(), F.when(millis.isNull(), not_a_date)))
     frame = frame.prepared(scope)
-    millis = V.as_epoch_ms(result.value)
-    not_a_date = F.concat(
-        F.lit("timeField must evaluate to a date, got "), V.mql_type(result.value)
-    )
-    error: Column = (
-        F.coalesce(result.error, F.when(millis.isNull(), not_a_date))
-        if result.error is not None
-        else F.when(millis.isNull(), not_a_date)
-    )
     # Atlas puts the bare expression error in the DLQ reason for timeField failures (§6.3).
     frame = frame.fail(error.isNotNull(), error, operator)
     df = frame.df.withColumn(EVENT_MS, F.when(frame.healthy, millis).otherwise(F.col(EVENT_MS)))
@@ -107,15 +103,18 @@ def _apply_time_field(
 
 def _project_metadata(frame: StreamFrame, *, ts_field: str, meta_field: str) -> StreamFrame:
     doc = F.variant_set(F.col(DOC), variant_path(ts_field), V.from_epoch_ms(F.col(EVENT_MS)))
+    df = frame.df
     if meta_field:
-        existing = F.variant_get(F.col(DOC), variant_path(meta_field), "variant")
+        df = df.withColumn(
+            "__existing_meta", F.variant_get(F.col(DOC), variant_path(meta_field), "variant")
+        )
+        existing = F.col("__existing_meta")
         merged = F.when(
-            V.mql_type(existing) == "object",
-            _merge_objects(existing, F.col(META)),
+            V.mql_type(existing) == "object", _merge_objects(existing, F.col(META))
         ).otherwise(F.col(META))
         doc = F.variant_set(doc, variant_path(meta_field), merged)
     updated = F.when(frame.healthy, doc).otherwise(F.col(DOC))
-    return StreamFrame(frame.df.withColumn(DOC, updated))
+    return StreamFrame(df.withColumn(DOC, updated).drop("__existing_meta"))
 
 
 def _merge_objects(base: Column, extra: Column) -> Column:

@@ -52,8 +52,11 @@ def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPip
     frame: StreamFrame = source_plan.frame
     sink: Any | None = None
     window: WindowPlan | None = None
+    ctx.window_ahead = any(stage.key in WINDOW_KEYS for stage in rest)
     for stage in rest:
         module = REGISTRY[stage.key].module
+        if stage.key in WINDOW_KEYS:
+            ctx.window_ahead = False
         if stage.key in SINK_KEYS:
             sink = module.compile(stage.spec, ctx, stage.path)
         elif stage.key in WINDOW_KEYS:

@@ -48,7 +48,7 @@ from pipeline_stages._mql import (
     ops_types,
 )
 from pipeline_stages._mql import values as V
-from pipeline_stages._mql.ops_common import Ctx, constant, first_error, placeholder
+from pipeline_stages._mql.ops_common import Ctx, LetFrame, constant, first_error, placeholder
 from pipeline_stages._mql.ops_paths import (
     key_path,
     object_path,
@@ -293,7 +293,10 @@ def _variable(raw: str, scope: Scope, path: str, problems: ProblemCollector) -> 
 def _operator(op: str, spec: Any, scope: Scope, path: str, problems: ProblemCollector) -> Expr:
     compiler = OPS.get(op)
     if compiler is not None:
-        return compiler(Ctx(op, spec, path, scope, problems, compile_expression))
+        # Without bindings (inside lambdas), operands are let-bound per operator instead.
+        frame = LetFrame.new() if scope.bindings is None else None
+        out = compiler(Ctx(op, spec, path, scope, problems, compile_expression, frame))
+        return frame.wrap(out) if frame is not None else out
     if op in UNSUPPORTED_OPERATORS:
         problems.error(
             path, ProblemCode.UNSUPPORTED_OPTION, f"expression operator '{op}' is not supported"

@@ -80,7 +80,10 @@ def compile_json_schema(schema: Any, doc: Column, path: str, problems: ProblemCo
     validator = _SchemaCompiler(problems).schema(schema, path)
     if validator is None:
         return F.lit(False)
-    return F.coalesce(validator(Typed.of(doc)), F.lit(False))
+    # The document is an object; only `enum` needs its JSON text, which costs a full
+    # serialisation per row.
+    top = Typed.of(doc) if "enum" in schema else Typed.document(doc)
+    return F.coalesce(validator(top), F.lit(False))
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,10 @@ class _SchemaCompiler:
     def schema(self, schema: Any, path: str) -> Validator | None:
         """One (sub)schema: the conjunction of its keywords."""
         if not isinstance(schema, Mapping):
-            self._fail(path, "a JSON schema must be an object")
+            self.fail(path, "a JSON schema must be an object")
             return None
         if "type" in schema and "bsonType" in schema:
-            self._fail(path, "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'")
+            self.fail(path, "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'")
         validators: list[Validator] = []
         for key, arg in schema.items():
             here = join_path(path, key)
@@ -115,7 +118,8 @@ class _SchemaCompiler:
             message = f"unknown $jsonSchema keyword: {key}{suffix}"
         self.problems.error(path, ProblemCode.UNSUPPORTED_OPTION, message)
 
-    def _fail(self, path: str, message: str) -> None:
+    def fail(self, path: str, message: str) -> None:
+        """Record an `invalid_arguments` problem."""
         self.problems.error(path, ProblemCode.INVALID_ARGUMENTS, message)
 
     # ------------------------------------------------------------------ argument checks
@@ -124,22 +128,22 @@ class _SchemaCompiler:
         """A type name or a non-empty array of unique names."""
         items = arg if isinstance(arg, list) else [arg]
         if not items or not all(isinstance(i, str) for i in items):
-            self._fail(
+            self.fail(
                 path, f"$jsonSchema keyword '{keyword}' must be a string or an array of strings"
             )
             return None
         if len(set(items)) != len(items):
-            self._fail(path, f"$jsonSchema keyword '{keyword}' has duplicate values")
+            self.fail(path, f"$jsonSchema keyword '{keyword}' has duplicate values")
             return None
         return items
 
     def count(self, arg: Any, path: str, keyword: str) -> int | None:
         """A non-negative whole number."""
         if isinstance(arg, bool) or not isinstance(arg, int | float) or arg < 0:
-            self._fail(path, f"$jsonSchema keyword '{keyword}' must be a non-negative integer")
+            self.fail(path, f"$jsonSchema keyword '{keyword}' must be a non-negative integer")
             return None
         if not float(arg).is_integer():
-            self._fail(path, f"$jsonSchema keyword '{keyword}' must be a whole number")
+            self.fail(path, f"$jsonSchema keyword '{keyword}' must be a whole number")
             return None
         return int(arg)
 
@@ -173,7 +177,7 @@ def _type(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -> Vali
         return None
     unknown = [n for n in names if n not in JSON_TYPES]
     if unknown:
-        c._fail(path, f"unknown type name '{unknown[0]}'")
+        c.fail(path, f"unknown type name '{unknown[0]}'")
         return None
     return lambda t: _disjoin([JSON_TYPES[n](t) for n in names])
 
@@ -184,19 +188,19 @@ def _bson_type(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) ->
         return None
     unknown = [n for n in names if n not in TYPE_NAMES]
     if unknown:
-        c._fail(path, f"unknown BSON type name '{unknown[0]}'")
+        c.fail(path, f"unknown BSON type name '{unknown[0]}'")
         return None
     return lambda t: _disjoin([t.is_type(n) for n in names])
 
 
 def _enum(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -> Validator | None:
     if not isinstance(arg, list) or not arg:
-        c._fail(path, "$jsonSchema keyword 'enum' must be a non-empty array")
+        c.fail(path, "$jsonSchema keyword 'enum' must be a non-empty array")
         return None
     try:
         lits = [parse_literal(v) for v in arg]
     except BadLiteral as exc:
-        c._fail(path, str(exc))
+        c.fail(path, str(exc))
         return None
     # enum compares whole values: an array must equal an array literal, not contain it.
     return C.in_list([lit for lit in lits if lit.kind != "regex"])
@@ -210,7 +214,7 @@ def _bound(op: str, exclusive_op: str, flag: str) -> Callable[..., Validator | N
         c: _SchemaCompiler, arg: Any, path: str, schema: Mapping[str, Any]
     ) -> Validator | None:
         if isinstance(arg, bool) or not isinstance(arg, int | float):
-            c._fail(path, "$jsonSchema keyword must be a number")
+            c.fail(path, "$jsonSchema keyword must be a number")
             return None
         exclusive = schema.get(flag, False)
         test = C.compare(exclusive_op if exclusive is True else op, QueryLiteral("number", arg))
@@ -224,9 +228,9 @@ def _exclusive(bound: str) -> Callable[..., Validator | None]:
         c: _SchemaCompiler, arg: Any, path: str, schema: Mapping[str, Any]
     ) -> Validator | None:
         if not isinstance(arg, bool):
-            c._fail(path, "$jsonSchema keyword must be a boolean")
+            c.fail(path, "$jsonSchema keyword must be a boolean")
         elif bound not in schema:
-            c._fail(path, f"$jsonSchema keyword requires '{bound}' to be present")
+            c.fail(path, f"$jsonSchema keyword requires '{bound}' to be present")
         return None  # applied by the bound keyword itself
 
     return keyword
@@ -249,7 +253,7 @@ def _pattern(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -> V
     try:
         regex = make_regex(arg, "")
     except BadLiteral as exc:
-        c._fail(path, str(exc).replace("$regex", "$jsonSchema keyword 'pattern'"))
+        c.fail(path, str(exc).replace("$regex", "$jsonSchema keyword 'pattern'"))
         return None
     test = C.regex_test(regex)
     return lambda t: ~t.is_string() | test(t)
@@ -288,7 +292,7 @@ def _item_count(
 
 def _properties(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -> Validator | None:
     if not isinstance(arg, Mapping):
-        c._fail(path, "$jsonSchema keyword 'properties' must be an object")
+        c.fail(path, "$jsonSchema keyword 'properties' must be an object")
         return None
     subs = {name: c.schema(sub, join_path(path, name)) for name, sub in arg.items()}
     if any(v is None for v in subs.values()):
@@ -307,10 +311,10 @@ def _properties(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -
 
 def _required(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -> Validator | None:
     if not isinstance(arg, list) or not arg or not all(isinstance(n, str) for n in arg):
-        c._fail(path, "$jsonSchema keyword 'required' must be a non-empty array of strings")
+        c.fail(path, "$jsonSchema keyword 'required' must be a non-empty array of strings")
         return None
     if len(set(arg)) != len(arg):
-        c._fail(path, "$jsonSchema keyword 'required' array must not contain duplicate values")
+        c.fail(path, "$jsonSchema keyword 'required' array must not contain duplicate values")
         return None
     return lambda t: ~t.is_object() | _conjoin([get_field(t.value, n).isNotNull() for n in arg])
 
@@ -331,7 +335,7 @@ def _additional(
             )
         )
     if not isinstance(arg, Mapping):
-        c._fail(path, "$jsonSchema keyword 'additionalProperties' must be a boolean or an object")
+        c.fail(path, "$jsonSchema keyword 'additionalProperties' must be a boolean or an object")
         return None
     extra = c.schema(arg, path)
     if extra is None:

@@ -99,6 +99,7 @@ def add(ctx: Ctx) -> Expr:
             _round_to_long(a)
         )
         date_total = F.try_add(date_total, part)
+    date_total = ctx.bind(date_total)
     any_date, any_double = _any(args, ("date",)), _any(args, FLOATING)
     overflow = F.when(any_date & date_total.isNull(), F.lit("date overflow"))
     number = F.when(any_double, V.from_double(double_sum)).otherwise(
@@ -322,7 +323,7 @@ def log(ctx: Ctx) -> Expr:
             ),
         ]
     )
-    value = F.when(nullish, V.null()).otherwise(V.from_double(F.log(x) / F.log(b)))
+    value = F.when(nullish, V.null()).otherwise(V.from_double(F.try_divide(F.log(x), F.log(b))))
     return result(value, num.error, base.error, own=own, kinds={"double", "null"})
 
 
@@ -381,7 +382,6 @@ def _round_or_trunc(ctx: Ctx, *, truncate: bool) -> Expr:
     num = args[0]
     place = args[1] if len(args) > 1 else None
     nullish = num.nullish | (place.nullish if place is not None else F.lit(False))
-    p = V.as_whole_number(place.value, place.k) if place is not None else F.lit(0).cast("bigint")
     checks = [(nullish, F.lit(None).cast("string"))]
     checks.append(
         (
@@ -389,7 +389,16 @@ def _round_or_trunc(ctx: Ctx, *, truncate: bool) -> Expr:
             message(f"{ctx.op} only supports numeric types, not ", kind_text(num)),
         )
     )
-    if place is not None:
+    if place is None or (
+        place.is_const
+        and isinstance(place.const, int)
+        and not isinstance(place.const, bool)
+        and -20 <= place.const <= 100
+    ):
+        digits = 0 if place is None else place.const
+        value = _round_static(num, digits, truncate)
+    else:
+        p = V.as_whole_number(place.value, place.k)
         checks.append(
             (p.isNull(), F.lit(f"precision argument to  {ctx.op} must be a integral value"))
         )
@@ -403,35 +412,57 @@ def _round_or_trunc(ctx: Ctx, *, truncate: bool) -> Expr:
                 ),
             )
         )
-    own = when_all(checks)
-    place_const = (
-        place.const if place is not None and place.is_const else (0 if place is None else None)
+        value = _round_dynamic(num, p, truncate)
+    return result(
+        F.when(nullish, V.null()).otherwise(value), *errors_of(args), own=when_all(checks)
     )
+
+
+def _toward_zero(x: Column, digits: int) -> Column:
+    """Truncate a double at `digits` decimal places, exactly (via decimals)."""
+    scaled = F.when(x >= 0, F.floor(x, F.lit(digits))).otherwise(F.ceil(x, F.lit(digits)))
+    return F.when(F.abs(x) < 1e15, scaled.cast("double")).otherwise(x)
+
+
+def _round_static(num: Arg, digits: int, truncate: bool) -> Column:
+    """Round/truncate with a constant number of decimal places (exact decimal arithmetic)."""
     x = V.as_double(num.value, num.k)
-    value = F.when(num.kind_in(V.INTEGRAL_TYPES), _round_integral(num, p, truncate)).otherwise(
-        V.from_double(_round_double(x, place_const, p, truncate))
-    )
-    return result(F.when(nullish, V.null()).otherwise(value), *errors_of(args), own=own, kinds=None)
-
-
-def _round_integral(num: Arg, p: Column, truncate: bool) -> Column:
-    n = V.as_long(num.value, num.k)
-    scale = F.pow(F.lit(10.0), -p).try_cast("bigint")
-    if truncate:
-        rounded = F.try_subtract(n, F.try_mod(n, scale))
+    if digits > 15:
+        as_double = x  # a double has no more digits to drop
+    elif truncate:
+        as_double = _toward_zero(x, digits)
     else:
-        rounded = F.bround(n, p.cast("int"))
-    return F.when(p >= 0, num.value).otherwise(V.from_long(F.coalesce(rounded, F.lit(0))))
+        as_double = F.bround(x, digits)
+    if digits >= 0:
+        integral = num.value
+    else:
+        n = V.as_long(num.value, num.k)
+        scale = 10 ** (-digits)
+        rounded = F.try_subtract(n, F.try_mod(n, F.lit(scale))) if truncate else F.bround(n, digits)
+        integral = V.from_long(F.coalesce(rounded, F.lit(0)))
+    return F.when(num.kind_in(V.INTEGRAL_TYPES), integral).otherwise(V.from_double(as_double))
 
 
-def _round_double(x: Column, place_const: int | None, p: Column, truncate: bool) -> Column:
-    scale: Column | int = place_const if isinstance(place_const, int) else p.cast("int")
-    if not truncate:
-        return F.when(F.abs(x) < 1e300, F.bround(x, scale)).otherwise(x)
-    as_decimal = F.when(
-        x >= 0, F.floor(x, F.lit(scale) if isinstance(scale, int) else scale)
-    ).otherwise(F.ceil(x, F.lit(scale) if isinstance(scale, int) else scale))
-    return F.when(F.abs(x) < 1e15, as_decimal.cast("double")).otherwise(x)
+def _round_dynamic(num: Arg, p: Column, truncate: bool) -> Column:
+    """Round/truncate with a per-document number of places (double arithmetic)."""
+    x = V.as_double(num.value, num.k)
+    factor = F.pow(F.lit(10.0), p)
+    scaled = x * factor
+    whole = (
+        F.when(scaled >= 0, F.floor(scaled)).otherwise(F.ceil(scaled))
+        if truncate
+        else F.bround(scaled, 0)
+    )
+    as_double = F.when(
+        F.abs(scaled) < EXACT_DOUBLE, F.try_divide(whole.cast("double"), factor)
+    ).otherwise(x)
+    n = V.as_long(num.value, num.k)
+    integral = F.when(p >= 0, num.value).otherwise(
+        V.from_long((F.try_divide(whole.cast("double"), factor)).try_cast("bigint"))
+    )
+    return F.when(
+        num.kind_in(V.INTEGRAL_TYPES), integral if n is not None else num.value
+    ).otherwise(V.from_double(as_double))
 
 
 def round_(ctx: Ctx) -> Expr:

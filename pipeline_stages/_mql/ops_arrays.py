@@ -20,15 +20,18 @@ from pipeline_stages._mql.ops_common import (
     Ctx,
     errors_of,
     first_element_error,
+    in_frame,
     kind_text,
     message,
     named,
     number_text,
+    pair_of,
     placeholder,
     positional,
     result,
     valid_variable_name,
     when_all,
+    with_kind,
 )
 from pipeline_stages._mql.scope import Expr
 
@@ -48,10 +51,6 @@ def _is_array(a: Arg) -> Column:
 
 def _items(a: Arg) -> Column:
     return V.as_array(a.value, a.k)
-
-
-def _element_kind(e: Column) -> Column:
-    return V.kind_of(e)
 
 
 def size(ctx: Ctx) -> Expr:
@@ -131,7 +130,9 @@ def in_(ctx: Ctx) -> Expr:
         ~_is_array(arr),
         message("$in requires an array as a second argument, found: ", kind_text(arr)),
     )
-    found = F.exists(_items(arr), lambda e: V.equals(e, needle.value, _element_kind(e), needle.k))
+    found = F.exists(
+        _items(arr), lambda e: with_kind(e, lambda k: V.equals(e, needle.value, k, needle.k))
+    )
     return result(
         V.from_bool(F.coalesce(found, F.lit(False))),
         needle.error,
@@ -292,7 +293,10 @@ def index_of_array(ctx: Ctx) -> Expr:
     hits = F.transform(
         _items(arr),
         lambda e, i: F.when(
-            (i >= start) & (i < end) & V.equals(e, needle.value, _element_kind(e), needle.k), i
+            (i >= start)
+            & (i < end)
+            & with_kind(e, lambda k: V.equals(e, needle.value, k, needle.k)),
+            i,
         ),
     )
     found = F.coalesce(F.try_element_at(F.array_compact(hits), F.lit(1)), F.lit(-1))
@@ -351,7 +355,7 @@ def _element_truth(ctx: Ctx) -> Expr:
         ~_is_array(a), message(f"{ctx.op}'s argument must be an array, but is ", kind_text(a))
     )
     test = F.forall if ctx.op == "$allElementsTrue" else F.exists
-    value = test(_items(a), lambda e: V.truthy(e, _element_kind(e)))
+    value = test(_items(a), lambda e: with_kind(e, lambda k: V.truthy(e, k)))
     return result(V.from_bool(F.coalesce(value, F.lit(False))), a.error, own=own, kinds={"bool"})
 
 
@@ -384,9 +388,7 @@ def map_(ctx: Ctx) -> Expr:
     def each(x: Column) -> Column:
         body = ctx.sub(spec["in"], "in", scope=ctx.scope.in_lambda(**{name: x}))
         captured.append(body)
-        if body.error is None:
-            return body.value
-        return F.struct(body.value.alias("v"), body.error.alias("e"))
+        return body.value if body.error is None else pair_of(body)
 
     mapped = F.transform(_items(inp), each)
     if captured[0].error is None:
@@ -416,12 +418,19 @@ def filter_(ctx: Ctx) -> Expr:
     captured: list[Expr] = []
 
     def tag(x: Column) -> Column:
-        lam = ctx.with_scope(ctx.scope.in_lambda(**{name: x}))
-        cond = lam.sub(spec["cond"], "cond")
+        cond = ctx.sub(spec["cond"], "cond", scope=ctx.scope.in_lambda(**{name: x}))
         captured.append(cond)
-        arg = lam.arg(cond)
-        truth = V.truthy(arg.value, arg.k)
-        return F.struct(x.alias("v"), truth.alias("k"), cond.error_or_null().alias("e"))
+
+        def build(lam: Ctx) -> Column:
+            arg = lam.arg(cond)
+            truth = V.truthy(arg.value, arg.k)
+            return F.struct(
+                x.alias("v"),
+                truth.alias("k"),
+                (arg.error if arg.error is not None else F.lit(None).cast("string")).alias("e"),
+            )
+
+        return in_frame(ctx, ctx.scope.in_lambda(**{name: x}), build)
 
     tagged = F.transform(_items(inp), tag)
     element_error = None
@@ -470,10 +479,10 @@ def reduce_(ctx: Ctx) -> Expr:
     start = F.struct(initial.value.alias("v"), F.lit(None).cast("string").alias("e"))
 
     def step(acc: Column, x: Column) -> Column:
-        body = ctx.sub(spec["in"], "in", scope=ctx.scope.in_lambda(this=x, value=acc["v"]))
+        body = pair_of(ctx.sub(spec["in"], "in", scope=ctx.scope.in_lambda(this=x, value=acc["v"])))
         failed = acc["e"].isNotNull()
-        value = F.when(failed, acc["v"]).otherwise(body.value)
-        error = F.coalesce(acc["e"], body.error_or_null())
+        value = F.when(failed, acc["v"]).otherwise(body["v"])
+        error = F.coalesce(acc["e"], body["e"])
         return F.struct(value.alias("v"), error.alias("e"))
 
     folded = ctx.bind(F.aggregate(_items(inp), start, step))

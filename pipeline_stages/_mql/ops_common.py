@@ -15,11 +15,14 @@ build their errors themselves (`$cond`, `$switch`, `$ifNull`, `$and`, `$or`, `$c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.classic.column import _to_seq
+from pyspark.sql.functions.builtin import _unresolved_named_lambda_variable
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._mql import values as V
@@ -66,6 +69,87 @@ class Arg:
         return self.const is not NOT_CONSTANT
 
 
+def transform_with(array: Column, var: Column, body: Column) -> Column:
+    """`transform(array, var -> body)` for a lambda variable created before its body.
+
+    PySpark's `F.transform` creates the variable itself and calls back for the body; a let
+    frame needs the variable first (operands are packed while the operator compiles).
+    """
+    sc = SparkContext._active_spark_context
+    if sc is None or sc._jvm is None:
+        raise RuntimeError("compiling MQL expressions needs an active SparkContext")
+    jvm = sc._jvm
+    fn = jvm.PythonSQLUtils.lambdaFunction(body._jc, _to_seq(sc, [var._jc]))
+    return Column(jvm.PythonSQLUtils.fn("transform", _to_seq(sc, [array._jc, fn])))
+
+
+def let(fields: list[Column], var: Column, body: Column) -> Column:
+    """Evaluate `fields` once into struct variable `var`, then `body` (a local `let`)."""
+    return F.try_element_at(transform_with(F.array(F.struct(*fields)), var, body), F.lit(1))
+
+
+@dataclass(eq=False)
+class LetFrame:
+    """The operands of one operator compiled where no bindings exist (inside lambdas).
+
+    Without bindings, an operand referenced ten times would be inlined ten times, and nested
+    operators multiply that. Instead each non-trivial operand is evaluated once into a field
+    of a lambda variable (`let`): values first, then their type tags from the cheap values;
+    the operator's body refers to the fields. See `wrap`.
+    """
+
+    values_var: Column
+    kinds_var: Column
+    values: list[Column] = field(default_factory=list)
+    kinds: list[Column] = field(default_factory=list)
+    derived: list[tuple[Column, Column]] = field(default_factory=list)
+
+    @classmethod
+    def new(cls) -> LetFrame:
+        """A frame with fresh lambda variables."""
+        return cls(_unresolved_named_lambda_variable("v"), _unresolved_named_lambda_variable("k"))
+
+    def add_value(self, col: Column) -> Column:
+        """Evaluate `col` once; returns the cheap reference to its field."""
+        name = f"f{len(self.values)}"
+        self.values.append(col.alias(name))
+        return self.values_var[name]
+
+    def add_kind(self, col: Column) -> Column:
+        """Evaluate a type tag (of already packed values) once; returns its reference."""
+        name = f"k{len(self.kinds)}"
+        self.kinds.append(col.alias(name))
+        return self.kinds_var[name]
+
+    def add_derived(self, col: Column) -> Column:
+        """Evaluate an intermediate result once (`Ctx.bind` inside lambdas)."""
+        var = _unresolved_named_lambda_variable("d")
+        self.derived.append((var, col.alias("d")))
+        return var["d"]
+
+    def wrap(self, out: Expr) -> Expr:
+        """The operator's result with the let frames around it, as a `pair` column."""
+        if not self.values and not self.kinds and not self.derived:
+            return out
+        body = F.struct(out.value.alias("v"), out.error_or_null().alias("e"))
+        # Each derived value may use the earlier ones: nest them, the first outermost.
+        for var, col in reversed(self.derived):
+            body = let([col], var, body)
+        if self.kinds:
+            body = let(self.kinds, self.kinds_var, body)
+        if self.values:
+            body = let(self.values, self.values_var, body)
+        error = body["e"] if out.error is not None else None
+        return Expr(value=body["v"], error=error, kinds=out.kinds, pair=body)
+
+
+def pair_of(expr: Expr) -> Column:
+    """`expr` as one `STRUCT<v, e>` column."""
+    if expr.pair is not None:
+        return expr.pair
+    return F.struct(expr.value.alias("v"), expr.error_or_null().alias("e"))
+
+
 @dataclass(frozen=True)
 class Ctx:
     """Everything an operator compiler needs."""
@@ -76,6 +160,7 @@ class Ctx:
     scope: Scope
     problems: ProblemCollector
     compile_fn: CompileFn
+    frame: LetFrame | None = None
 
     def sub(self, spec: Any, *tokens: str | int, scope: Scope | None = None) -> Expr:
         """Compile a nested expression found at `tokens` below the operator."""
@@ -99,15 +184,33 @@ class Ctx:
         return self.fail(message, *tokens, code=ProblemCode.UNSUPPORTED_OPTION)
 
     def bind(self, col: Column) -> Column:
-        """Materialise `col` once (see `Scope.bind`)."""
+        """Evaluate `col` once: a binding (see `Scope.bind`), or a let inside lambdas."""
+        if self.frame is not None:
+            return self.frame.add_derived(col)
         return self.scope.bind(col)
+
+    def use(self, expr: Expr) -> Expr:
+        """`expr` with its value (and error) evaluated once: bound, or packed in the frame."""
+        if expr.cheap or expr.is_const:
+            return expr
+        if self.frame is None:
+            return replace(expr, value=self.scope.bind(expr.value), cheap=True, pair=None)
+        if expr.error is None:
+            return replace(expr, value=self.frame.add_value(expr.value), cheap=True, pair=None)
+        packed = self.frame.add_value(pair_of(expr))
+        return replace(expr, value=packed["v"], error=packed["e"], cheap=True, pair=None)
 
     def arg(self, expr: Expr) -> Arg:
         """Turn a compiled operand into an `Arg` with its value and type tag materialised."""
-        value = expr.value if (expr.cheap or expr.is_const) else self.bind(expr.value)
-        static = expr.static_kind
-        kind = F.lit(static) if static is not None else self.bind(narrow_kind(value, expr.kinds))
-        return Arg(value, kind, static, expr.error, expr.const, expr.kinds)
+        used = self.use(expr)
+        value, static = used.value, used.static_kind
+        if static is not None:
+            kind = F.lit(static)
+        elif self.frame is None:
+            kind = self.scope.bind(narrow_kind(value, expr.kinds))
+        else:
+            kind = self.frame.add_kind(narrow_kind(value, expr.kinds))
+        return Arg(value, kind, static, used.error, expr.const, expr.kinds)
 
 
 def narrow_kind(value: Column, kinds: frozenset[str] | None) -> Column:
@@ -283,3 +386,16 @@ def double_text(x: Column) -> Column:
         .when((magnitude >= 1e-4) & (magnitude < 1e16), positional)
         .otherwise(scientific)
     )
+
+
+def with_kind(element: Column, build: Callable[[Column], Column]) -> Column:
+    """`build(kind)` where `kind` is `element`'s type tag, computed once (lambda bodies)."""
+    var = _unresolved_named_lambda_variable("t")
+    return let([V.kind_of(element).alias("k")], var, build(var["k"]))
+
+
+def in_frame(ctx: Ctx, scope: Scope, build: Callable[[Ctx], Column]) -> Column:
+    """Build a column over `scope` (a lambda's) with its own let frame for `ctx.arg` calls."""
+    frame = LetFrame.new()
+    column = build(replace(ctx, scope=scope, frame=frame))
+    return frame.wrap(Expr(value=column)).value

@@ -27,6 +27,7 @@ from pipeline_stages._mql.ops_common import (
     positional,
     result,
     valid_variable_name,
+    with_kind,
 )
 from pipeline_stages._mql.ops_paths import get_path
 from pipeline_stages._mql.scope import Expr
@@ -137,8 +138,17 @@ def _min_max(ctx: Ctx) -> Expr:
     want = 1 if ctx.op == "$max" else -1
 
     def pick(acc: Column, e: Column) -> Column:
-        better = V.compare(e, acc) == want
-        return F.when(V.is_nullish(e), acc).when(acc.isNull() | better, e).otherwise(acc)
+        def choose(ke: Column) -> Column:
+            return with_kind(
+                acc,
+                lambda ka: (
+                    F.when(V.is_nullish(e, ke), acc)
+                    .when(acc.isNull() | (V.compare(e, acc, ke, ka) == want), e)
+                    .otherwise(acc)
+                ),
+            )
+
+        return with_kind(e, choose)
 
     best = F.aggregate(items, V.missing(), pick)
     return result(F.coalesce(best, V.null()), *errors)

@@ -194,7 +194,9 @@ def substr_bytes(ctx: Ctx) -> Expr:
         ),
     ]
     own = F.coalesce(coerce_error, when_all(checks))
-    piece = F.decode(F.substr(raw, (start + 1).cast("int"), length.cast("int")), "UTF-8")
+    piece = F.try_validate_utf8(
+        F.substr(raw, (start + 1).cast("int"), length.cast("int")).cast("string")
+    )
     value = F.when(start >= size, F.lit("")).otherwise(piece)
     return result(V.from_string(value), *errors_of(args), own=own, kinds={"string"})
 
@@ -446,7 +448,7 @@ def _regex_test(
     valid = F.call_function(
         "try_reflect", F.lit("java.util.regex.Pattern"), F.lit("compile"), pattern
     ).isNotNull()
-    return F.when(valid, text.rlike(pattern)), valid
+    return F.when(valid, F.regexp_like(text, pattern)), valid
 
 
 def regex_match(ctx: Ctx) -> Expr:

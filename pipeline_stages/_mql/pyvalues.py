@@ -155,7 +155,7 @@ def truthy(value: Any) -> bool:
     if value is None or value is MISSING or value is False:
         return False
     if is_number(value):
-        return value != 0
+        return bool(value != 0)
     return True
 
 

@@ -7,11 +7,13 @@ JSON-pointer paths into the filter, and compiling carries on past them.
 
 Top level: field conditions (see `query_ops`), `$and`, `$or`, `$nor`, `$expr` (aggregation
 expressions, truthiness as in `$cond`), `$jsonSchema` (see `json_schema`), `$comment`
-(ignored). `$where` and `$text` are rejected, as Atlas rejects them in `$validate`.
+(ignored). `$where`, `$text` and the geospatial operators are rejected, as Atlas rejects
+them in `$validate`.
 
 Errors in `$and`/`$or`/`$nor`: a child's error counts only when the children that cannot fail
 do not already decide the result (`{$and: [{a: 1}, {$expr: ...}]}` cannot fail when `a` is
-not 1). MongoDB reorders `$and` children by cost, so it too evaluates `$expr` last.
+not 1), whatever the order of the children: MongoDB's optimiser may reorder them too, so the
+written order gives no guarantee there either.
 """
 
 from __future__ import annotations
@@ -63,13 +65,13 @@ class _Compiler:
     def __init__(self, scope: Scope, problems: ProblemCollector) -> None:
         self.scope = scope
         self.problems = problems
-        self.paths = Paths()
+        self.paths = Paths(scope)
 
     def document(self, filter: Any, doc: Column, path: str, *, top: bool) -> Predicate:  # noqa: A002
         """A filter document: every clause must hold."""
         if not isinstance(filter, Mapping):
             self.problems.error(path, ProblemCode.INVALID_ARGUMENTS, "a filter must be an object")
-            return _FALSE
+            return _always(False)
         clauses = [
             self.clause(key, value, doc, join_path(path, key), top=top)
             for key, value in filter.items()
@@ -83,7 +85,7 @@ class _Compiler:
         ctx = OpContext(path, self.problems, self.sub_filter)
         cond = compile_field(value, ctx)
         if cond is None:
-            return _FALSE
+            return _always(False)
         return Predicate(cond.on_path(self.paths, doc, key.split(".")))
 
     def sub_filter(self, filter: Mapping[str, Any], element: Column, path: str) -> Column:
@@ -95,10 +97,10 @@ class _Compiler:
         if key in LOGICAL:
             return self.logical(key, value, doc, path, top=top)
         if key == "$comment":
-            return _TRUE
+            return _always(True)
         if key in ("$expr", "$jsonSchema") and not top:
             self._fail(path, f"{key} can only be applied to the top-level document")
-            return _FALSE
+            return _always(False)
         if key == "$expr":
             return self.expr(value, path)
         if key == "$jsonSchema":
@@ -106,17 +108,17 @@ class _Compiler:
         if key in UNSUPPORTED:
             message = f"{key} is not supported in stream processing filters"
             self._fail(path, message, ProblemCode.UNSUPPORTED_OPTION)
-            return _FALSE
+            return _always(False)
         hint = difflib.get_close_matches(key, TOP_LEVEL, n=1)
         suffix = f"; did you mean '{hint[0]}'?" if hint else ""
         self._fail(path, f"unknown top level operator: {key}{suffix}", ProblemCode.UNKNOWN_OPERATOR)
-        return _FALSE
+        return _always(False)
 
     def logical(self, key: str, value: Any, doc: Column, path: str, *, top: bool) -> Predicate:
         """`$and`, `$or`, `$nor`: a non-empty array of filter documents."""
         if not isinstance(value, list) or not value:
             self._fail(path, f"{key} argument must be a non-empty array")
-            return _FALSE
+            return _always(False)
         children = []
         for i, child in enumerate(value):
             if not isinstance(child, Mapping):
@@ -137,22 +139,26 @@ class _Compiler:
                 raise
             message = "$expr needs the aggregation-expression compiler, which is not installed"
             self._fail(path, message, ProblemCode.UNSUPPORTED_OPTION)
-            return _FALSE
+            return _always(False)
         compiled = compile_expression(value, self.scope, path, self.problems)
-        return Predicate(V.truthy(compiled.value), compiled.error)
+        # truthy reads the value and its type tag several times: materialise both once.
+        result = compiled.value if compiled.cheap else self.scope.bind(compiled.value)
+        kind = compiled.static_kind or self.scope.bind(V.kind_of(result))
+        return Predicate(V.truthy(result, kind), compiled.error)
 
     def _fail(self, path: str, message: str, code: str = ProblemCode.INVALID_ARGUMENTS) -> None:
         self.problems.error(path, code, message)
 
 
-_TRUE = Predicate(F.lit(True))
-_FALSE = Predicate(F.lit(False))
+def _always(value: bool) -> Predicate:
+    # A function, not a constant: Columns need an active SparkContext to exist.
+    return Predicate(F.lit(value))
 
 
 def all_of(preds: Sequence[Predicate]) -> Predicate:
     """Every predicate holds; an error counts unless an infallible child is already false."""
     if not preds:
-        return _TRUE
+        return _always(True)
     condition = _fold([p.condition for p in preds], Column.__and__)
     errors = [p.error for p in preds if p.error is not None]
     if not errors:
@@ -167,7 +173,7 @@ def all_of(preds: Sequence[Predicate]) -> Predicate:
 def any_of(preds: Sequence[Predicate]) -> Predicate:
     """Some predicate holds; an error counts unless an infallible child is already true."""
     if not preds:
-        return _FALSE
+        return _always(False)
     condition = _fold([p.condition for p in preds], Column.__or__)
     errors = [p.error for p in preds if p.error is not None]
     if not errors:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import Column
@@ -87,10 +87,16 @@ class OpContext:
     path: str
     problems: ProblemCollector
     sub_filter: SubFilter
+    #: The operator object this operator sits in (`$regex` reads its `$options` sibling).
+    siblings: Mapping[str, Any] = field(default_factory=dict)
 
     def at(self, *tokens: str | int) -> OpContext:
         """The context of a nested token (`$in`, an array index, ...)."""
-        return OpContext(join_path(self.path, *tokens), self.problems, self.sub_filter)
+        return replace(self, path=join_path(self.path, *tokens), siblings={})
+
+    def within(self, ops: Mapping[str, Any], key: str) -> OpContext:
+        """The context of operator `key` of the operator object `ops`."""
+        return replace(self, path=join_path(self.path, key), siblings=ops)
 
     def fail(self, message: str, code: str = ProblemCode.INVALID_ARGUMENTS) -> None:
         """Record a problem at this path."""
@@ -119,7 +125,7 @@ def compile_operators(ops: Mapping[str, Any], ctx: OpContext) -> FieldCond | Non
     """An operator object `{$gt: 1, $lt: 5}`: every operator must match."""
     conds: list[FieldCond] = []
     for key, arg in ops.items():
-        here = ctx.at(key)
+        here = ctx.within(ops, key)
         if key == "$options":
             if "$regex" not in ops:
                 here.fail("$options needs a $regex")
@@ -128,7 +134,7 @@ def compile_operators(ops: Mapping[str, Any], ctx: OpContext) -> FieldCond | Non
         if handler is None:
             _unknown(key, here)
             continue
-        cond = _regex_op(arg, ops.get("$options"), here) if key == "$regex" else handler(arg, here)
+        cond = handler(arg, here)
         if cond is not None:
             conds.append(cond)
     if len(conds) != len([k for k in ops if k != "$options"]):
@@ -247,7 +253,8 @@ def _type_name(item: Any, ctx: OpContext) -> str | None:
 # --------------------------------------------------------------------------- evaluation
 
 
-def _regex_op(arg: Any, options: Any, ctx: OpContext) -> FieldCond | None:
+def _regex(arg: Any, ctx: OpContext) -> FieldCond | None:
+    options = ctx.siblings.get("$options")
     try:
         if is_ejson(arg) and "$regularExpression" in arg:
             lit = parse_literal(arg)
@@ -383,7 +390,7 @@ _HANDLERS: dict[str, Callable[[Any, OpContext], FieldCond | None]] = {
     "$nin": _nin,
     "$exists": _exists,
     "$type": _type,
-    "$regex": lambda arg, ctx: _regex_op(arg, None, ctx),
+    "$regex": _regex,
     "$mod": _mod,
     "$size": _size,
     "$all": _all,

@@ -41,22 +41,32 @@ from pipeline_stages._mql.query_values import (
     is_any_object,
     typed_array,
 )
+from pipeline_stages._mql.scope import Scope
 
 
 @dataclass
 class Paths:
-    """The reached-values arrays of one compilation, built once per (document, path, mode)."""
+    """The reached-values arrays of one compilation, built once per (document, path, mode).
 
+    Arrays over the scope's document are materialised through `Scope.bind` (computed once
+    per row even where Spark would not de-duplicate them); arrays over an `$elemMatch`
+    element live inside a lambda and are shared by reference only.
+    """
+
+    scope: Scope
     _cache: dict[tuple[int, tuple[str, ...], bool], tuple[Column, Column]] = field(
         default_factory=dict
     )
 
     def reached(self, doc: Column, parts: Sequence[str], *, expand: bool) -> Column:
-        """`ARRAY<STRUCT<v, s>>` of the values `parts` reaches in `doc` (see module doc)."""
+        """`ARRAY<STRUCT<v, j>>` of the values `parts` reaches in `doc` (see module doc)."""
         key = (id(doc), tuple(parts), expand)
         if key not in self._cache:
+            values = typed_array(_reach(doc, parts, expand=expand))
+            if doc is self.scope.current:
+                values = self.scope.bind(values)
             # The cache holds `doc` too, so its id cannot be reused while the entry lives.
-            self._cache[key] = (typed_array(_reach(doc, parts, expand=expand)), doc)
+            self._cache[key] = (values, doc)
         return self._cache[key][0]
 
 

@@ -1,12 +1,28 @@
 """Typed views of VARIANT values for the query-filter compiler.
 
-A query tests many operators against the same value, and almost every test first asks what
-type the value has (query comparisons are type-bracketed). `Typed` pairs a value with a small
-integer *kind*, computed once per value from one `schema_of_variant` call through one regex
-and one lookup, so each type test is a single integer comparison and the generated code stays
-small. The kinds follow `values.mql_type` (the encoding table in `values.py`): an integer
-variant is an int or long, a decimal or double variant is a double, `{"$date": ...}` is a
-date, `{"$oid": ...}` an objectId, `{"$numberLong"|"$numberDecimal": ...}` a long/decimal.
+Query comparisons are type-bracketed, so nearly every operator asks what type a value has
+and then reads it. Spark's typed extraction from a VARIANT (`try_variant_get(v, '$',
+'bigint')`) builds and interprets a `Cast` expression per call, several times slower than
+serialising a scalar with `to_json`. `Typed` therefore pairs a value with its JSON text,
+computed once, and answers type questions and reads scalars from that text:
+
+| MQL type  | JSON text                   | read as                                      |
+|-----------|-----------------------------|----------------------------------------------|
+| missing   | SQL NULL                    |                                              |
+| null      | `null`                      |                                              |
+| number    | `5`, `-1.5`, `1.0E300`      | `try_cast` to BIGINT (whole) or DOUBLE       |
+| string    | `"..."` (JSON-escaped)      | the text between the quotes, unless escaped  |
+| bool      | `true`, `false`             |                                              |
+| array     | `[...]`                     |                                              |
+| date      | `{"$date":...}`             | epoch milliseconds                           |
+| objectId  | `{"$oid":"<hex>"}`          |                                              |
+| long/decimal wrappers | `{"$numberLong":...}`, `{"$numberDecimal":...}` |                |
+| object    | any other `{...}`           |                                              |
+
+These follow `values.mql_type` (the encoding table in `values.py`). The text cannot tell
+`5.0` (a double) from `5` when Spark stores `5.0` as `DECIMAL(1,0)`, so `$type` tests for
+`int`, `long` and `double` read the variant's schema instead; comparisons are by value and
+do not care.
 """
 
 from __future__ import annotations
@@ -19,27 +35,8 @@ from pyspark.sql import functions as F
 
 from pipeline_stages._mql import values as V
 
-# Kind codes (a value's MQL type class).
-MISSING, NULL, INTEGER, DOUBLE, STRING, BOOL, ARRAY, OBJECT = range(8)
-DATE, OBJECT_ID, BINARY, LONG_WRAPPED, DECIMAL_WRAPPED, OTHER = range(8, 14)
-
-#: The leading token of a schema string that decides its kind; wrappers need a longer prefix.
-_KEY_PATTERN = r"^(OBJECT<`\$(?:date|numberLong|numberDecimal)`:|OBJECT<`\$oid`: STRING>$|[A-Z_]+)"
-_KINDS: dict[str, int] = {
-    "MISSING": MISSING,
-    "VOID": NULL,
-    **dict.fromkeys(("BIGINT", "INT", "SMALLINT", "TINYINT"), INTEGER),
-    **dict.fromkeys(("DOUBLE", "FLOAT", "DECIMAL"), DOUBLE),
-    "STRING": STRING,
-    "BOOLEAN": BOOL,
-    "ARRAY": ARRAY,
-    "OBJECT": OBJECT,
-    **dict.fromkeys(("OBJECT<`$date`:", "TIMESTAMP", "TIMESTAMP_NTZ", "DATE"), DATE),
-    "OBJECT<`$oid`: STRING>": OBJECT_ID,
-    "BINARY": BINARY,
-    "OBJECT<`$numberLong`:": LONG_WRAPPED,
-    "OBJECT<`$numberDecimal`:": DECIMAL_WRAPPED,
-}
+_INTEGRAL_SCHEMAS = ("BIGINT", "INT", "SMALLINT", "TINYINT")
+_WRAPPERS = ('{"$date":', '{"$oid":', '{"$numberLong":', '{"$numberDecimal":')
 
 
 def field_path(name: str) -> str | None:
@@ -81,7 +78,7 @@ def as_array(value: Column) -> Column:
 
 
 def is_any_object(value: Column) -> Column:
-    """True for any object value, EJSON wrappers included (a cheap test: no schema walk)."""
+    """True for any object value, EJSON wrappers included (cheap: no serialisation)."""
     return F.try_variant_get(value, "$", "struct<>").isNotNull()
 
 
@@ -90,188 +87,183 @@ def as_object_map(value: Column) -> Column:
     return F.try_variant_get(value, "$", "map<string, variant>")
 
 
-def kind_of(value: Column) -> Column:
-    """The value's kind code (never NULL), reading its schema once."""
-    schema = F.coalesce(F.schema_of_variant(value), F.lit("MISSING"))
-    lookup = F.create_map(*(F.lit(x) for pair in _KINDS.items() for x in pair))
-    key = F.regexp_extract(schema, _KEY_PATTERN, 1)
-    return F.coalesce(F.try_element_at(lookup, key), F.lit(OTHER))
-
-
 def typed_struct(value: Column) -> Column:
-    """`STRUCT<v: VARIANT, k: INT>`: a value with its kind."""
-    return F.struct(value.alias("v"), kind_of(value).alias("k"))
+    """`STRUCT<v: VARIANT, j: STRING>`: a value with its JSON text."""
+    return F.struct(value.alias("v"), V.to_json(value).alias("j"))
 
 
 def typed_array(values: Column) -> Column:
     """An `ARRAY<VARIANT>` as an array of `typed_struct`s.
 
-    Inside a lambda Spark re-evaluates every occurrence of an expression; typing each element
-    once here lets every test read the kind as a plain field.
+    Inside a lambda Spark re-evaluates every occurrence of an expression; serialising each
+    element once here lets every test read the text as a plain field.
     """
     return F.transform(values, typed_struct)
 
 
 @dataclass(frozen=True)
 class Typed:
-    """A VARIANT value and its kind code: type tests without recomputation."""
+    """A VARIANT value and its JSON text (SQL NULL when the value is missing)."""
 
     value: Column
-    kind: Column
+    json: Column
 
     @classmethod
     def of(cls, value: Column) -> Typed:
-        """Type `value` (outside lambdas Spark evaluates the shared kind once per row)."""
-        return cls(value, kind_of(value))
+        """Type `value` (outside lambdas Spark serialises it once per row)."""
+        return cls(value, V.to_json(value))
+
+    @classmethod
+    def document(cls, value: Column) -> Typed:
+        """A value known to be a document, typed without serialising it.
+
+        Type tests answer "object"; the JSON text is a stand-in, so nothing may compare it.
+        """
+        return cls(value, F.lit("{}"))
 
     @classmethod
     def of_struct(cls, typed: Column) -> Typed:
         """The view of a `typed_struct` (a lambda variable over a `typed_array`)."""
-        return cls(typed["v"], typed["k"])
+        return cls(typed["v"], typed["j"])
 
     # ----------------------------------------------------------------- type tests
 
-    def is_kind(self, *kinds: int) -> Column:
-        """True when the value's kind is one of `kinds`."""
-        if len(kinds) == 1:
-            return self.kind == kinds[0]
-        return self.kind.isin(*kinds)
-
     def is_missing(self) -> Column:
         """True when the value is missing."""
-        return self.kind == MISSING
+        return self.json.isNull()
 
     def is_null(self) -> Column:
         """True for an explicit null."""
-        return self.kind == NULL
+        return F.coalesce(self.json == "null", F.lit(False))
 
     def is_nullish(self) -> Column:
         """True for null or missing (what `{a: null}` matches)."""
-        return self.kind <= NULL
-
-    def is_integral(self) -> Column:
-        """True for int and long values."""
-        return self.is_kind(INTEGER, LONG_WRAPPED)
+        return F.coalesce(self.json == "null", F.lit(True))
 
     def is_number(self) -> Column:
         """True for int, long, double and decimal values."""
-        return self.is_kind(INTEGER, DOUBLE, LONG_WRAPPED, DECIMAL_WRAPPED)
+        plain = self.json.try_cast("double").isNotNull()
+        return plain | self._starts(*_WRAPPERS[2:])
 
     def is_string(self) -> Column:
         """True for strings."""
-        return self.kind == STRING
+        return self._starts('"')
 
     def is_bool(self) -> Column:
         """True for booleans."""
-        return self.kind == BOOL
+        return F.coalesce(self.json.isin("true", "false"), F.lit(False))
 
     def is_array(self) -> Column:
         """True for arrays."""
-        return self.kind == ARRAY
+        return self._starts("[")
 
     def is_date(self) -> Column:
         """True for dates."""
-        return self.kind == DATE
+        return self._starts(_WRAPPERS[0])
 
     def is_object_id(self) -> Column:
         """True for ObjectIds."""
-        return self.kind == OBJECT_ID
+        return self._starts(_WRAPPERS[1]) & self.json.endswith('"}')
 
     def is_object(self) -> Column:
         """True for documents proper (not EJSON-wrapped scalars)."""
-        return self.kind == OBJECT
+        return self._starts("{") & ~self._starts(*_WRAPPERS)
 
-    # ----------------------------------------------------------------- extractors
+    def _starts(self, *prefixes: str) -> Column:
+        test = self.json.startswith(prefixes[0])
+        for prefix in prefixes[1:]:
+            test = test | self.json.startswith(prefix)
+        return F.coalesce(test, F.lit(False))
+
+    # ----------------------------------------------------------------- readers
 
     def by_number(
         self, whole: Callable[[Column], Column], real: Callable[[Column], Column]
     ) -> Column:
         """Test a number: `whole` on integers (as BIGINT), `real` on the rest (as DOUBLE).
 
-        Non-numbers give False; the result may be NULL only if `whole`/`real` return NULL.
+        NULL for non-numbers (and where `whole`/`real` are NULL): callers coalesce.
+        Only number texts cast: strings keep their quotes, `true`/`null` do not parse.
         """
         v = self.value
-        return (
-            F.when(self.kind == INTEGER, whole(F.try_variant_get(v, "$", "bigint")))
-            .when(self.kind == DOUBLE, real(F.try_variant_get(v, "$", "double")))
-            .when(
-                self.kind == LONG_WRAPPED,
-                whole(F.try_variant_get(v, '$["$numberLong"]', "bigint")),
-            )
-            .when(
-                self.kind == DECIMAL_WRAPPED,
-                real(F.try_variant_get(v, '$["$numberDecimal"]', "double")),
-            )
-            .otherwise(F.lit(False))
-        )
-
-    def as_long(self) -> Column:
-        """The integer as BIGINT (only meaningful where `is_integral`)."""
         return F.coalesce(
-            F.try_variant_get(self.value, "$", "bigint"),
-            F.try_variant_get(self.value, '$["$numberLong"]', "bigint"),
+            whole(self.json.try_cast("bigint")),
+            real(self.json.try_cast("double")),
+            F.when(
+                self._starts(_WRAPPERS[2]),
+                whole(F.try_variant_get(v, '$["$numberLong"]', "bigint")),
+            ),
+            F.when(
+                self._starts(_WRAPPERS[3]),
+                real(F.try_variant_get(v, '$["$numberDecimal"]', "double")),
+            ),
         )
 
     def as_string(self) -> Column:
-        """The string (only meaningful where `is_string`: other values are rendered as text)."""
-        return F.try_variant_get(self.value, "$", "string")
+        """The string (only meaningful where `is_string`).
 
-    def as_bool(self) -> Column:
-        """The boolean (only meaningful where `is_bool`)."""
-        return F.try_variant_get(self.value, "$", "boolean")
+        The JSON text between the quotes is the string unless it holds an escape.
+        """
+        unquoted = F.substring(self.json, F.lit(2), F.length(self.json) - 2)
+        slow = F.try_variant_get(self.value, "$", "string")
+        return F.when(F.instr(self.json, "\\") == 0, unquoted).otherwise(slow)
 
     def as_epoch_ms(self) -> Column:
         """The date as epoch milliseconds (only meaningful where `is_date`).
 
-        `{"$date": <ISO>}`, `{"$date": <ms>}`, `{"$date": {"$numberLong": ...}}` or a variant
-        timestamp; only the ISO form is a string, and casting it to BIGINT fails to NULL.
+        Fast path for the ISO form `{"$date":"<ISO>"}`; the epoch forms `{"$date": <ms>}`
+        and `{"$date": {"$numberLong": ...}}` are read from the variant.
         """
-        v = self.value
-        return F.coalesce(
-            F.try_variant_get(v, '$["$date"]["$numberLong"]', "bigint"),
-            F.try_variant_get(v, '$["$date"]', "bigint"),
-            F.unix_millis(F.try_to_timestamp(F.try_variant_get(v, '$["$date"]', "string"))),
-            F.unix_millis(F.try_variant_get(v, "$", "timestamp")),
+        iso = F.substring(self.json, F.lit(11), F.length(self.json) - 12)
+        return F.when(self._starts('{"$date":"'), F.unix_millis(F.try_to_timestamp(iso))).otherwise(
+            F.coalesce(
+                F.try_variant_get(self.value, '$["$date"]["$numberLong"]', "bigint"),
+                F.try_variant_get(self.value, '$["$date"]', "bigint"),
+            )
         )
 
     def as_object_id(self) -> Column:
-        """The ObjectId's hex digits, lower-cased (only meaningful where `is_object_id`)."""
-        return F.lower(F.try_variant_get(self.value, '$["$oid"]', "string"))
+        """The ObjectId's JSON text, lower-cased (only meaningful where `is_object_id`)."""
+        return F.lower(self.json)
 
     def as_array(self) -> Column:
         """The array as `ARRAY<VARIANT>` (NULL for non-arrays)."""
         return as_array(self.value)
-
-    def as_json(self) -> Column:
-        """The value as JSON text (objects and arrays compare by it; keys come sorted)."""
-        return V.to_json(self.value)
 
     # ----------------------------------------------------------------- MQL type names
 
     def is_type(self, name: str) -> Column:
         """True when the value has MQL type `name` (a `$type` alias; `"number"` included).
 
-        BSON types that JSON documents cannot carry (regex, timestamp, minKey, ...) never
-        match.
+        BSON types that JSON documents cannot carry (binData, regex, timestamp, minKey, ...)
+        never match.
         """
-        if name in ("int", "long"):
-            small = self.as_long().between(V.INT32_MIN, V.INT32_MAX)
-            fits = (self.kind == INTEGER) & (small if name == "int" else ~small)
-            return fits | (self.kind == LONG_WRAPPED) if name == "long" else fits
-        kinds = _TYPE_KINDS.get(name)
-        return self.is_kind(*kinds) if kinds else F.lit(False)
+        if name in ("int", "long", "double"):
+            return self._numeric_type(name)
+        test = _TYPE_TESTS.get(name)
+        return test(self) if test is not None else F.lit(False)
+
+    def _numeric_type(self, name: str) -> Column:
+        schema = F.schema_of_variant(self.value)
+        if name == "double":
+            test = schema.isin("DOUBLE", "FLOAT") | schema.startswith("DECIMAL")
+            return F.coalesce(test, F.lit(False))
+        whole = self.json.try_cast("bigint")
+        small = whole.between(V.INT32_MIN, V.INT32_MAX)
+        integral = schema.isin(*_INTEGRAL_SCHEMAS)
+        if name == "int":
+            return F.coalesce(integral & small, F.lit(False))
+        return F.coalesce(integral & ~small, F.lit(False)) | self._starts(_WRAPPERS[2])
 
 
-_TYPE_KINDS: dict[str, tuple[int, ...]] = {
-    "double": (DOUBLE,),
-    "string": (STRING,),
-    "object": (OBJECT,),
-    "array": (ARRAY,),
-    "binData": (BINARY,),
-    "objectId": (OBJECT_ID,),
-    "bool": (BOOL,),
-    "date": (DATE,),
-    "null": (NULL,),
-    "decimal": (DECIMAL_WRAPPED,),
-    "number": (INTEGER, DOUBLE, LONG_WRAPPED, DECIMAL_WRAPPED),
+_TYPE_TESTS: dict[str, Callable[[Typed], Column]] = {
+    "string": Typed.is_string,
+    "object": Typed.is_object,
+    "array": Typed.is_array,
+    "objectId": Typed.is_object_id,
+    "bool": Typed.is_bool,
+    "date": Typed.is_date,
+    "null": Typed.is_null,
+    "decimal": lambda t: t._starts(_WRAPPERS[3]),
+    "number": Typed.is_number,
 }

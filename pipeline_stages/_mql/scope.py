@@ -55,6 +55,9 @@ class Expr:
     `kinds` is the set of MQL type names the value can have (`"missing"` included when it can
     be missing), or `None` when unknown; `const` is the JSON value when it is a compile-time
     constant; `cheap` says `value` is a plain column reference that may be repeated freely.
+    `pair`, when set, is one `STRUCT<v: VARIANT, e: STRING>` column holding both `value` and
+    `error` (operators compiled inside lambdas produce it, so a consumer can take both
+    without duplicating the expression).
     """
 
     value: Column
@@ -62,6 +65,7 @@ class Expr:
     kinds: frozenset[str] | None = None
     const: Any = NOT_CONSTANT
     cheap: bool = False
+    pair: Column | None = None
 
     @property
     def is_const(self) -> bool:

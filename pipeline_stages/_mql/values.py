@@ -104,23 +104,34 @@ def is_array_value(value: Column) -> Column:
     )
 
 
+#: Leading word of `schema_of_variant` for scalars (and empty arrays) -> MQL type name.
+_SCHEMA_KINDS = {
+    "BIGINT": "long",
+    "INT": "int",
+    "SMALLINT": "int",
+    "TINYINT": "int",
+    "STRING": "string",
+    "DECIMAL": "double",
+    "DOUBLE": "double",
+    "FLOAT": "double",
+    "BOOLEAN": "bool",
+    "VOID": "null",
+    "ARRAY": "array",
+    "TIMESTAMP": "date",
+    "TIMESTAMP_NTZ": "date",
+    "DATE": "date",
+    "BINARY": "binData",
+}
+
+
 def _scalar_kind(value: Column) -> Column:
-    schema = schema_of(value)
-    int_or_long = F.when(F.try_variant_get(value, "$", "int").isNotNull(), F.lit("int")).otherwise(
-        F.lit("long")
-    )
-    return (
-        F.when(schema == "BIGINT", int_or_long)
-        .when(schema == "STRING", F.lit("string"))
-        .when(schema.startswith("DECIMAL") | schema.isin("DOUBLE", "FLOAT"), F.lit("double"))
-        .when(schema == "BOOLEAN", F.lit("bool"))
-        .when(schema == "VOID", F.lit("null"))
-        .when(schema.startswith("ARRAY"), F.lit("array"))
-        .when(schema.isin("INT", "SMALLINT", "TINYINT"), F.lit("int"))
-        .when(schema.isin("TIMESTAMP", "TIMESTAMP_NTZ", "DATE"), F.lit("date"))
-        .when(schema == "BINARY", F.lit("binData"))
-        .otherwise(F.lit("unknown"))
-    )
+    # One `schema_of_variant` call and a literal-map lookup keep the generated code small;
+    # a CASE per schema would repeat the call in every branch.
+    head = F.regexp_extract(schema_of(value), r"^[A-Z_]+", 0)
+    pairs = [c for k, v in _SCHEMA_KINDS.items() for c in (F.lit(k), F.lit(v))]
+    kind = F.coalesce(F.create_map(*pairs)[head], F.lit("unknown"))
+    fits_int = F.try_variant_get(value, "$", "int").isNotNull() & (head == "BIGINT")
+    return F.when(fits_int, F.lit("int")).otherwise(kind)
 
 
 def _object_kind(value: Column) -> Column:
@@ -358,12 +369,10 @@ def as_timestamp(value: Column, kind: Kind = None) -> Column:
     """
     inner = '$["$date"]'
     iso = F.try_variant_get(value, inner, "string")
+    # An ISO string never parses as a number, so `bigint` only matches epoch milliseconds.
     millis = F.coalesce(
+        F.try_variant_get(value, inner, "bigint"),
         F.try_variant_get(value, '$["$date"]["$numberLong"]', "string").try_cast("bigint"),
-        F.when(
-            F.schema_of_variant(_key(value, "$date")).isin("BIGINT", "DOUBLE"),
-            F.try_variant_get(value, inner, "bigint"),
-        ),
     )
     parsed = F.coalesce(F.timestamp_millis(millis), F.try_to_timestamp(iso))
     if isinstance(kind, str) and kind == "date":

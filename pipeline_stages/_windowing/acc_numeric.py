@@ -246,12 +246,11 @@ def _parse_quantile_spec(op: str, spec: Any, *, with_p: bool) -> list[float]:
     if not with_p:
         return [0.5]
     ps = spec.get("p")
-    bad = (
+    if (
         not isinstance(ps, list)
         or not ps
         or any(mql_type(p) not in _WIDTH or not 0 <= p <= 1 for p in ps)
-    )
-    if bad:
+    ):
         raise ValueError(
             f"The $percentile 'p' field must be an array of numbers from [0.0, 1.0], but found: {ps!r}"
         )

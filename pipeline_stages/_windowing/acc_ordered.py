@@ -246,7 +246,7 @@ class _ByValue(Accumulator):
         if ka != kb:
             cmp = 1 if ka > kb else -1
             return -cmp if self.descending else cmp
-        return (left[0] > right[0]) - (left[0] < right[0])
+        return int(left[0] > right[0]) - int(left[0] < right[0])
 
     def _keep(self, entries: list[list[Any]]) -> list[list[Any]]:
         return sorted(entries, key=self._key)[: self.n]

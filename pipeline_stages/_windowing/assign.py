@@ -38,8 +38,11 @@ __all__ = [
     "Window",
     "WindowGeometry",
     "closes",
+    "closes_np",
     "idle_close_end",
     "merge_session_spans",
+    "min_open_starts_np",
+    "running_watermark_np",
     "session_closes",
     "session_is_late",
     "sessions_mergeable",
@@ -211,6 +214,39 @@ class WindowGeometry:
         ts = np.asarray(ts, dtype=np.int64)
         oldest = self.oldest_start_np(ts)
         return (oldest < min_open_start) & (oldest <= ts)
+
+
+def running_watermark_np(
+    ts: npt.NDArray[np.int64], watermark: int = INITIAL_WATERMARK
+) -> tuple[npt.NDArray[np.int64], int]:
+    """The watermark in force *before* each row, in arrival order, and the one after the last.
+
+    §4.2 for one partition (`max event time - 1 ms`, monotonic), starting from `watermark`.
+    Deciding lateness against the value before each row is what makes results independent of
+    the micro-batch size. For a partitioned source, combine per-partition values first.
+    """
+    ts = np.asarray(ts, dtype=np.int64)
+    if len(ts) == 0:
+        return np.empty(0, dtype=np.int64), watermark
+    after = np.maximum.accumulate(np.maximum(ts - 1, watermark))
+    before = np.concatenate((np.array([watermark], dtype=np.int64), after[:-1]))
+    return before, int(after[-1])
+
+
+def min_open_starts_np(
+    geometry: WindowGeometry,
+    watermarks_before: npt.NDArray[np.int64],
+    *,
+    allowed_lateness_ms: int,
+    min_open_start: int,
+) -> npt.NDArray[np.int64]:
+    """`min_open_start` in force when each row arrives (§4.4), for `late_mask_np`.
+
+    `min_open_start` is the value carried in state (it may have been raised by an idle close,
+    §4.5); each watermark step raises it to `oldestStart(W - allowedLateness)`.
+    """
+    adjusted = np.asarray(watermarks_before, dtype=np.int64) - allowed_lateness_ms
+    return np.maximum.accumulate(np.maximum(geometry.oldest_start_np(adjusted), min_open_start))
 
 
 def closes(end: int, watermark: int, allowed_lateness_ms: int) -> bool:

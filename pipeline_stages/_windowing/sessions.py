@@ -40,7 +40,7 @@ def sessions_mergeable(left: SessionSpan, right: SessionSpan, gap_ms: int) -> bo
     merge (the distance is negative).
     """
     first, second = (left, right) if left.min_ts <= right.min_ts else (right, left)
-    return second.min_ts - first.max_ts <= gap_ms
+    return second.min_ts - first.max_ts < gap_ms
 
 
 def merge_session_spans(

@@ -22,6 +22,7 @@ from pipeline_stages._mql.pyvalues import (
     repr_for_error,
     set_path,
     sort_key,
+    truthy,
     unset_path,
     values_equal,
 )
@@ -160,8 +161,6 @@ def matches(query: Mapping[str, Any], doc: Mapping[str, Any], scope: Scope) -> b
         if key == "$nor" and any(matches(q, doc, scope) for q in cond):
             return False
         if key == "$expr":
-            from pipeline_stages._mql.pyvalues import truthy
-
             if not truthy(evaluate(cond, scope)):
                 return False
         if not key.startswith("$") and not _field_matches(get_path(doc, key), cond):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pipeline_stages._base import UNIT_MS
@@ -192,7 +193,7 @@ class ReferenceExecutor:
         except MqlError as exc:
             self.outbox.dead_letter(doc, "SourceOperator", str(exc))
             return None
-        if not hasattr(value, "tzinfo"):
+        if not isinstance(value, datetime):
             self.outbox.dead_letter(doc, "SourceOperator", "timeField did not evaluate to a date")
             return None
         return to_epoch_ms(value)

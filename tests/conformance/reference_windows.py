@@ -3,6 +3,13 @@
 Deliberately simple: documents are decided one at a time in arrival order, buffered per
 window, and the inner pipeline's blocking part runs when a window closes. The arithmetic
 comes from `pipeline_stages._windowing`, which is what the Spark operator uses too.
+
+Fixed windows evaluate the per-document part of the inner pipeline (stateless stages before
+the first blocking stage, `$group` key and arguments) when a document enters a window, so
+per-document errors reach the DLQ at arrival, as Atlas's operators do. Session and sliding
+windows evaluate it when the window closes, because their bounds (visible through
+`{$meta: "stream.window..."}`) are only final then; their per-document errors reach the DLQ
+at close.
 """
 
 from __future__ import annotations

@@ -38,7 +38,9 @@ def _cases() -> Iterator[Any]:
             marks = list(executor.marks)
             reason = transcript.xfail or transcript.notimpl.get(_executor_name(executor))
             if reason:
-                marks.append(pytest.mark.xfail(strict=True, raises=TranscriptMismatch, reason=reason))
+                marks.append(
+                    pytest.mark.xfail(strict=True, raises=TranscriptMismatch, reason=reason)
+                )
             yield pytest.param(
                 executor.values[0], transcript, id=f"{executor.id}-{transcript.name}", marks=marks
             )

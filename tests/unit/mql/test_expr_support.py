@@ -35,7 +35,12 @@ class Outcome:
         return MISSING if self.text is None else json.loads(self.text)
 
 
-def evaluate(spark: Any, cases: list[tuple[Any, dict[str, Any]]], meta: dict[str, Any] | None = None, chunk: int = 60) -> list[Outcome]:
+def evaluate(
+    spark: Any,
+    cases: list[tuple[Any, dict[str, Any]]],
+    meta: dict[str, Any] | None = None,
+    chunk: int = 10,
+) -> list[Outcome]:
     """Evaluate `(expression, document)` pairs; raises if any expression fails to compile."""
     outcomes: list[Outcome] = []
     for start in range(0, len(cases), chunk):
@@ -43,7 +48,9 @@ def evaluate(spark: Any, cases: list[tuple[Any, dict[str, Any]]], meta: dict[str
     return outcomes
 
 
-def _evaluate_chunk(spark: Any, cases: list[tuple[Any, dict[str, Any]]], meta: dict[str, Any]) -> list[Outcome]:
+def _evaluate_chunk(
+    spark: Any, cases: list[tuple[Any, dict[str, Any]]], meta: dict[str, Any]
+) -> list[Outcome]:
     rows = [(i, json.dumps(doc), json.dumps(meta)) for i, (_, doc) in enumerate(cases)]
     df = spark.createDataFrame(rows, "i int, doc string, meta string")
     df = df.select("i", F.parse_json("doc").alias("doc"), F.parse_json("meta").alias("meta"))
@@ -95,12 +102,16 @@ def same(actual: Any, expected: Any) -> bool:
     if isinstance(expected, int | float) and isinstance(actual, int | float):
         return type(actual) is type(expected) and actual == expected
     if isinstance(expected, list):
-        return isinstance(actual, list) and len(actual) == len(expected) and all(
-            same(a, e) for a, e in zip(actual, expected, strict=True)
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(same(a, e) for a, e in zip(actual, expected, strict=True))
         )
     if isinstance(expected, dict):
-        return isinstance(actual, dict) and actual.keys() == expected.keys() and all(
-            same(actual[k], v) for k, v in expected.items()
+        return (
+            isinstance(actual, dict)
+            and actual.keys() == expected.keys()
+            and all(same(actual[k], v) for k, v in expected.items())
         )
     return actual == expected
 

@@ -114,9 +114,9 @@ class TestFirstLastPushSet:
         assert result("$push", "$x", [1, MISSING, None, 2]) == [1, None, 2]
 
     def test_add_to_set_dedupes_by_value(self) -> None:
-        assert typed(result("$addToSet", "$x", [1, 1.0, "a", 1, MISSING, {"k": 1}, {"k": 1.0}])) == typed(
-            [1, "a", {"k": 1}]
-        )
+        assert typed(
+            result("$addToSet", "$x", [1, 1.0, "a", 1, MISSING, {"k": 1}, {"k": 1.0}])
+        ) == typed([1, "a", {"k": 1}])
 
     def test_count(self) -> None:
         assert result("$count", {}, ["a", None, MISSING]) == 3
@@ -129,7 +129,9 @@ class TestMergeObjects:
 
     def test_non_object_is_a_document_error(self) -> None:
         acc = make_accumulator("$mergeObjects", "$x")
-        with pytest.raises(MqlError, match=r"^\$mergeObjects requires object inputs, but input 5 is of type int$"):
+        with pytest.raises(
+            MqlError, match=r"^\$mergeObjects requires object inputs, but input 5 is of type int$"
+        ):
             acc.validate(5)
         with pytest.raises(MqlError, match='input "x" is of type string'):
             acc.validate("x")
@@ -187,7 +189,9 @@ class TestOrdered:
 
     def test_top_and_bottom(self) -> None:
         by_score_desc = {"sortBy": {"s": -1}, "output": "$n"}
-        assert result("$top", by_score_desc, self.names, self.docs) == "b"  # tie b/d: b arrived first
+        assert (
+            result("$top", by_score_desc, self.names, self.docs) == "b"
+        )  # tie b/d: b arrived first
         assert result("$bottom", by_score_desc, self.names, self.docs) == "a"
 
     def test_top_n_and_bottom_n_in_sort_order(self) -> None:

@@ -13,6 +13,8 @@ from pipeline_stages._windowing.assign import (
     WindowGeometry,
     closes,
     closes_np,
+    min_open_starts_np,
+    running_watermark_np,
 )
 
 S = 1_000
@@ -220,3 +222,36 @@ def test_late_mask_accepts_per_row_min_open_start() -> None:
     ts = np.array([5, 5, 25], dtype=np.int64)
     per_row = np.array([0, 10, 20], dtype=np.int64)
     assert g.late_mask_np(ts, per_row).tolist() == [False, True, False]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    interval=st.integers(1, 40),
+    hop=st.integers(1, 40),
+    lateness=st.integers(0, 30),
+    ts=st.lists(st.integers(0, 2_000), max_size=40),
+    start_watermark=st.integers(-1, 500),
+)
+def test_vectorised_arrival_order_lateness_matches_sequential(
+    interval: int, hop: int, lateness: int, ts: list[int], start_watermark: int
+) -> None:
+    g = WindowGeometry(interval, hop)
+    start_min_open = g.min_open_start(start_watermark - lateness)
+    # Sequential, one document at a time (§4.2 note): decide, then advance the watermark.
+    watermark, min_open, expected = start_watermark, start_min_open, []
+    for t in ts:
+        expected.append(bool(g.missed_starts(t, min_open)))
+        watermark = max(watermark, t - 1)
+        min_open = max(min_open, g.min_open_start(watermark - lateness))
+    before, after = running_watermark_np(np.array(ts, dtype=np.int64), start_watermark)
+    per_row = min_open_starts_np(
+        g, before, allowed_lateness_ms=lateness, min_open_start=start_min_open
+    )
+    assert g.late_mask_np(np.array(ts, dtype=np.int64), per_row).tolist() == expected
+    assert after == watermark
+
+
+def test_running_watermark_is_monotonic_and_starts_at_minus_one() -> None:
+    before, after = running_watermark_np(np.array([10, 5, 20], dtype=np.int64))
+    assert before.tolist() == [-1, 9, 9]
+    assert after == 19

@@ -63,7 +63,9 @@ class TestSliding:
         g = SlidingGeometry(time_difference_ms=5_000, grace_ms=0)
         times = [8_000, 9_200, 12_400]
         assert g.window_starts(times) == [3_000, 4_200, 7_400, 8_001, 9_201]
-        contents = {s: [times[i] for i in range(*g.records_in(times, s))] for s in g.window_starts(times)}
+        contents = {
+            s: [times[i] for i in range(*g.records_in(times, s))] for s in g.window_starts(times)
+        }
         assert contents == {
             3_000: [8_000],
             4_200: [8_000, 9_200],

@@ -78,17 +78,35 @@ class TestIdleCloseRule:
         # Event 12:00 -> W' = 11:59:59.999 - 3 s; [12:00, 12:03) has 3:03.001 remaining.
         adjusted = NOON - 1 - self.lateness
         end = NOON + 3 * MIN
-        assert idle_close_end([end], adjusted_watermark=adjusted, idle_duration_ms=3 * MIN, idle_timeout_ms=MIN) is None
+        assert (
+            idle_close_end(
+                [end], adjusted_watermark=adjusted, idle_duration_ms=3 * MIN, idle_timeout_ms=MIN
+            )
+            is None
+        )
 
     def test_second_window_closes_after_two_idle_minutes(self) -> None:
         # Event 12:05 -> W' = 12:04:56.999; [12:03, 12:06) has 1:03.001 remaining.
         adjusted = NOON + 5 * MIN - 1 - self.lateness
         end = NOON + 6 * MIN
-        assert idle_close_end([end], adjusted_watermark=adjusted, idle_duration_ms=MIN, idle_timeout_ms=MIN) is None
-        assert idle_close_end([end], adjusted_watermark=adjusted, idle_duration_ms=2 * MIN, idle_timeout_ms=MIN) == end
+        assert (
+            idle_close_end(
+                [end], adjusted_watermark=adjusted, idle_duration_ms=MIN, idle_timeout_ms=MIN
+            )
+            is None
+        )
+        assert (
+            idle_close_end(
+                [end], adjusted_watermark=adjusted, idle_duration_ms=2 * MIN, idle_timeout_ms=MIN
+            )
+            == end
+        )
 
     def test_needs_the_idle_timeout_even_when_windows_are_due(self) -> None:
-        assert idle_close_end([10], adjusted_watermark=100, idle_duration_ms=5, idle_timeout_ms=6) is None
+        assert (
+            idle_close_end([10], adjusted_watermark=100, idle_duration_ms=5, idle_timeout_ms=6)
+            is None
+        )
 
     def test_closes_latest_due_window_and_everything_before(self) -> None:
         # DOC example: 12:00-13:00 window, last event 12:02 (lateness 0): timeout 10 min closes at
@@ -96,11 +114,25 @@ class TestIdleCloseRule:
         adjusted = NOON + 2 * MIN - 1
         end = NOON + 60 * MIN
         common = {"adjusted_watermark": adjusted}
-        assert idle_close_end([end], idle_duration_ms=58 * MIN, idle_timeout_ms=10 * MIN, **common) is None
-        assert idle_close_end([end], idle_duration_ms=58 * MIN + 1, idle_timeout_ms=10 * MIN, **common) == end
-        assert idle_close_end([end], idle_duration_ms=119 * MIN, idle_timeout_ms=120 * MIN, **common) is None
+        assert (
+            idle_close_end([end], idle_duration_ms=58 * MIN, idle_timeout_ms=10 * MIN, **common)
+            is None
+        )
+        assert (
+            idle_close_end([end], idle_duration_ms=58 * MIN + 1, idle_timeout_ms=10 * MIN, **common)
+            == end
+        )
+        assert (
+            idle_close_end([end], idle_duration_ms=119 * MIN, idle_timeout_ms=120 * MIN, **common)
+            is None
+        )
         ends = [NOON + 3 * MIN, NOON + 6 * MIN, NOON + 90 * MIN]
-        assert idle_close_end(ends, idle_duration_ms=10 * MIN, idle_timeout_ms=MIN, **common) == NOON + 6 * MIN
+        assert (
+            idle_close_end(ends, idle_duration_ms=10 * MIN, idle_timeout_ms=MIN, **common)
+            == NOON + 6 * MIN
+        )
 
     def test_no_open_windows(self) -> None:
-        assert idle_close_end([], adjusted_watermark=0, idle_duration_ms=10, idle_timeout_ms=1) is None
+        assert (
+            idle_close_end([], adjusted_watermark=0, idle_duration_ms=10, idle_timeout_ms=1) is None
+        )
