@@ -14,6 +14,8 @@ inner pipeline, so this module has no `OPERATOR_NAME`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from pipeline_stages._base import Offset
@@ -43,3 +45,13 @@ class HoppingWindowSpec(BoundedWindowSpecBase):
             allowed_lateness_ms=self.allowed_lateness_ms(),
             idle_timeout_ms=self.idle_timeout_ms(),
         )
+
+
+def compile(spec: HoppingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Compile the window into the Spark window operator (`_engine.window_compile`)."""
+    from pipeline_stages._engine.window_compile import compile_window
+    from pipeline_stages._engine.window_config import FixedGeometry
+
+    timing = spec.geometry()
+    geometry = FixedGeometry(timing.interval_ms, timing.hop_ms, timing.offset_ms)
+    return compile_window(spec, frame, ctx, path, key=KEY, kind="fixed", geometry=geometry)

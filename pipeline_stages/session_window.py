@@ -59,3 +59,21 @@ class SessionWindowSpec(BoundedWindowSpecBase):
             allowed_lateness_ms=self.allowed_lateness_ms(),
             idle_timeout_ms=self.idle_timeout_ms(),
         )
+
+
+def compile(spec: SessionWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Compile the window into the Spark window operator (`_engine.window_compile`)."""
+    from pipeline_stages._engine import window_config
+    from pipeline_stages._engine.window_compile import compile_window
+
+    geometry = window_config.SessionGeometry(gap_ms=spec.gap.ms)
+    return compile_window(
+        spec,
+        frame,
+        ctx,
+        path,
+        key=KEY,
+        kind="session",
+        geometry=geometry,
+        partition_by=spec.partition_by,
+    )

@@ -20,6 +20,7 @@ that of the first window-aware operator of its inner pipeline, so this module ha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field
 
@@ -60,3 +61,12 @@ class SlidingWindowSpec(WindowSpecBase):
             allowed_lateness_ms=self.allowed_lateness_ms(),
             idle_timeout_ms=self.idle_timeout_ms(),
         )
+
+
+def compile(spec: SlidingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Compile the window into the Spark window operator (`_engine.window_compile`)."""
+    from pipeline_stages._engine import window_config
+    from pipeline_stages._engine.window_compile import compile_window
+
+    geometry = window_config.SlidingGeometry(time_difference_ms=spec.time_difference.ms)
+    return compile_window(spec, frame, ctx, path, key=KEY, kind="sliding", geometry=geometry)

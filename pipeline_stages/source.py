@@ -82,6 +82,13 @@ class SourceConfig(CheckedSpec):
             )
 
 
+def _quote_problem(value: str) -> str | None:
+    # Spark's VARIANT paths cannot escape quotes: a name with both kinds cannot be addressed.
+    if "'" in value and '"' in value:
+        return "a field name may not contain both single and double quotes"
+    return None
+
+
 def _time_field_problem(value: Any) -> str | None:
     if isinstance(value, str):
         if value.startswith("$") and not value.startswith("$$") and len(value) > 1:
@@ -163,14 +170,14 @@ class SourceSpec(CheckedSpec):
     @field_validator("ts_field_name")
     @classmethod
     def _ts_field_name(cls, value: str) -> str:
-        if problem := field_name_problem(value, dotted=False):
+        if problem := field_name_problem(value, dotted=False) or _quote_problem(value):
             raise custom_error(ProblemCode.INVALID_VALUE, f"tsFieldName: {problem}")
         return value
 
     @field_validator("stream_meta_field_name")
     @classmethod
     def _stream_meta_field_name(cls, value: str) -> str:
-        if value and (problem := field_name_problem(value, dotted=False)):
+        if value and (problem := field_name_problem(value, dotted=False) or _quote_problem(value)):
             raise custom_error(ProblemCode.INVALID_VALUE, f"streamMetaFieldName: {problem}")
         return value
 

@@ -14,6 +14,8 @@ is that of the first window-aware operator of its inner pipeline, so this module
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline_stages._base import Offset
 from pipeline_stages._windows_common import BoundedWindowSpecBase, IntervalDuration, WindowGeometry
 from pipeline_stages.hopping_window import HoppingWindowSpec
@@ -39,3 +41,13 @@ class TumblingWindowSpec(BoundedWindowSpecBase):
     def geometry(self) -> WindowGeometry:
         """The window's timing in milliseconds (`hop_ms == interval_ms`)."""
         return self.as_hopping().geometry()
+
+
+def compile(spec: TumblingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+    """Compile as a hopping window whose hop is its interval (one window code path)."""
+    from pipeline_stages._engine.window_compile import compile_window
+    from pipeline_stages._engine.window_config import FixedGeometry
+
+    timing = spec.geometry()
+    geometry = FixedGeometry(timing.interval_ms, timing.hop_ms, timing.offset_ms)
+    return compile_window(spec, frame, ctx, path, key=KEY, kind="fixed", geometry=geometry)

@@ -26,6 +26,7 @@ from pipeline_stages._engine.frame import (
     WINDOW_KEY,
     WINDOW_START,
     StreamFrame,
+    filter_rows,
 )
 
 KIND_DLQ = "dlq"
@@ -40,7 +41,7 @@ ENVELOPE_SCHEMA = (
 def envelope_from_frame(frame: StreamFrame) -> DataFrame:
     """Envelopes for a frame that has reached the sink."""
     kind = F.when(F.col(DLQ_REASON).isNotNull(), F.lit(KIND_DLQ)).otherwise(F.col(KIND))
-    return frame.df.where(F.col(KIND) != KIND_TICK).select(
+    return filter_rows(frame.df, F.col(KIND) != KIND_TICK).select(
         kind.alias("kind"),
         F.col(PART),
         F.col(SEQ),

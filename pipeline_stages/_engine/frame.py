@@ -74,6 +74,23 @@ FRAME_COLUMNS = (
 
 
 _TEMP_COUNTER = itertools.count()
+_BARRIER = "__filter_barrier__"
+
+
+def filter_rows(df: DataFrame, keep: Column) -> DataFrame:
+    """`df.where(keep)` that Spark's optimizer cannot push below the current projection.
+
+    Predicate pushdown substitutes every projected column by its defining expression; over a
+    chain of materialised MQL subexpressions that is exponential (measured: the driver ran out
+    of memory planning a one-operator `$match`). A projection holding a non-deterministic
+    column is a barrier pushdown does not cross, so the filter evaluates the materialised
+    columns instead of their definitions.
+    """
+    fenced = df.withColumns({"__keep__": keep, _BARRIER: F.rand(0)})
+    # The filter must reference the barrier (in a way the optimizer cannot fold away), or
+    # column pruning removes it first.
+    kept = fenced.where(F.col("__keep__") & (F.col(_BARRIER) >= 0))
+    return kept.drop("__keep__", _BARRIER)
 
 
 def failure_reason(operator: str, error: Column) -> Column:
@@ -146,7 +163,7 @@ class StreamFrame:
         """Drop healthy rows where `condition` holds (or turn them into ticks)."""
         frame, (dropped,) = self._materialized(self.healthy & condition)
         if not keep_ticks:
-            return StreamFrame(frame.df.where(~dropped).drop(dropped))
+            return StreamFrame(filter_rows(frame.df, ~dropped).drop(dropped))
         df = frame.df.withColumns(
             {
                 KIND: F.when(dropped, F.lit(KIND_TICK)).otherwise(F.col(KIND)),

@@ -34,15 +34,19 @@ from pipeline_stages._engine.frame import (
     StreamFrame,
 )
 from pipeline_stages._mql import values as V
+from pipeline_stages._mql.ops_paths import key_path
 from pipeline_stages._mql.scope import Scope
 
 INVALID_JSON = "Failed to process input document with error: input is not a valid JSON object"
 
 
 def variant_path(field: str) -> str:
-    """A VARIANT path selecting the top-level field `field` (any characters allowed)."""
-    escaped = field.replace("\\", "\\\\").replace('"', '\\"')
-    return f'$["{escaped}"]'
+    """A VARIANT path selecting the top-level field `field`.
+
+    Spark's variant paths have no escapes; `tsFieldName`/`streamMetaFieldName` cannot hold
+    both quote characters (checked when the spec is parsed), so one quote style always fits.
+    """
+    return key_path([field]) or f'$["{field}"]'
 
 
 def ingest(

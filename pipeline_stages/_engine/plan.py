@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pipeline_stages._engine.context import CompileContext, SourcePlan, WindowPlan
 from pipeline_stages._engine.envelope import envelope_from_frame, frame_from_envelope
 from pipeline_stages._engine.frame import StreamFrame
+from pipeline_stages._engine.window_config import WindowSource
 
 if TYPE_CHECKING:
     from pipeline_stages import ParsedPipeline
@@ -45,10 +46,30 @@ def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPip
     """Compile every stage in order; raises `PipelineInvalid` with all problems found."""
     from pipeline_stages import REGISTRY
 
-    source_stage, *rest = parsed.stages
+    source_stage = parsed.stages[0]
     source_plan: SourcePlan = REGISTRY[source_stage.key].module.compile(
         source_stage.spec, ctx, source_stage.path
     )
+    return compile_after_source(parsed, source_plan, ctx)
+
+
+def compile_after_source(
+    parsed: ParsedPipeline,
+    source_plan: SourcePlan,
+    ctx: CompileContext,
+    *,
+    test_clock: bool = False,
+    partitions: int | None = None,
+) -> CompiledPipeline:
+    """Compile the stages after `$source` on an already compiled source.
+
+    Tests substitute their own source here (`sources.scripted`); `test_clock` makes the window
+    operator read processing time from the source's clock rows.
+    """
+    from pipeline_stages import REGISTRY
+
+    source_stage, *rest = parsed.stages
+    ctx.window_source = _window_source(source_stage.spec, source_plan, test_clock, partitions)  # type: ignore[attr-defined]
     frame: StreamFrame = source_plan.frame
     sink: Any | None = None
     window: WindowPlan | None = None
@@ -72,4 +93,23 @@ def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPip
         closes_on_clock=window.closes_on_clock if window is not None else False,
         sink=sink,
         source_type=source_plan.source_type,
+    )
+
+
+def _window_source(
+    spec: Any, plan: SourcePlan, test_clock: bool, partitions: int | None
+) -> WindowSource:
+    """What the window operator needs to know about the source (see `WindowSource`)."""
+    timeout = getattr(spec, "partition_idle_timeout", None)
+    if partitions is None:
+        # Kafka reports its partitions as they appear; every other source has one.
+        partitions = getattr(plan, "partitions", None) or (
+            None if getattr(spec, "topic", None) else 1
+        )
+    return WindowSource(
+        source_type=plan.source_type,
+        meta_field=getattr(spec, "stream_meta_field_name", "_stream_meta"),
+        partitions=partitions,
+        partition_idle_timeout_ms=timeout.ms if timeout is not None else None,
+        test_clock=test_clock,
     )

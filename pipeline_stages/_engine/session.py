@@ -18,6 +18,10 @@ BASE_CONF: dict[str, str] = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Compiled MQL filters produce generated methods above HotSpot's 8000-byte JIT limit;
+    # without this flag they stay interpreted (measured: 26.7 vs 18.7 CPU-s per 1M docs).
+    "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+    "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
 }
 
 

@@ -279,8 +279,8 @@ def kind_text(arg: Arg) -> Column | str:
 
 
 def number_text(col: Column) -> Column:
-    """A number rendered like MongoDB prints it in messages (`2`, not `2.0`)."""
-    return double_text(col.cast("double"))
+    """A number for error messages (`2`, not `2.0`); cheaper than `double_text`."""
+    return F.regexp_replace(col.cast("double").cast("string"), r"\.0$", "")
 
 
 def positional(ctx: Ctx, min_n: int, max_n: int | None = None) -> list[Expr] | None:

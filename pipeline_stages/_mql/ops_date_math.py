@@ -149,8 +149,8 @@ def _month_index(local: Column) -> Column:
     return F.year(local) * 12 + F.month(local) - 1
 
 
-def _diff(unit: str, start: Column, end: Column, zone: Zone, start_of_week: int) -> Column:
-    ls, le = to_local(start, zone), to_local(end, zone)
+def _diff(unit: str, ls: Column, le: Column, start_of_week: int) -> Column:
+    """Unit boundaries crossed between wall-clock times `ls` and `le`."""
     if unit in UNIT_MS:
         size = UNIT_MS[unit]
         return F.floor(F.unix_millis(le) / size) - F.floor(F.unix_millis(ls) / size)
@@ -190,13 +190,9 @@ def date_diff(ctx: Ctx) -> Expr:
             ),
         ]
     )
-    diff = _diff(
-        unit,
-        V.as_timestamp(start.value, start.k),
-        V.as_timestamp(end.value, end.k),
-        zone,
-        week_start,
-    )
+    ls = ctx.bind(to_local(V.as_timestamp(start.value, start.k), zone))
+    le = ctx.bind(to_local(V.as_timestamp(end.value, end.k), zone))
+    diff = _diff(unit, ls, le, week_start)
     value = F.when(nullish, V.null()).otherwise(V.from_long(diff))
     return result(value, start.error, end.error, zone.error, own=own, kinds={"int", "long", "null"})
 
@@ -268,7 +264,7 @@ def date_trunc(ctx: Ctx) -> Expr:
         )
     )
     safe_bins = F.when(bins > 0, bins).otherwise(F.lit(1))
-    local = to_local(V.as_timestamp(date.value, date.k), zone)
+    local = ctx.bind(to_local(V.as_timestamp(date.value, date.k), zone))
     truncated = from_local(_trunc_local(unit, local, safe_bins, week_start), zone)
     value = F.when(nullish, V.null()).otherwise(V.from_timestamp(truncated))
     errors = [date.error, zone.error] + ([bins_arg.error] if bins_arg else [])

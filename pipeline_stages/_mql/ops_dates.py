@@ -324,8 +324,9 @@ def date_to_string(ctx: Ctx) -> Expr:
     if isinstance(parts, str):
         return ctx.fail(parts, "format")
     on_null = ctx.sub(spec["onNull"], "onNull") if "onNull" in spec else None
-    ts = V.as_timestamp(date.value, date.k)
-    text = format_date(ts, to_local(ts, zone), parts)
+    ts = ctx.bind(V.as_timestamp(date.value, date.k))
+    local = ctx.bind(to_local(ts, zone)) if zone.name is not None else ts
+    text = format_date(ts, local, parts)
     null_value = on_null.value if on_null is not None else V.null()
     value = when_all([(date.nullish, null_value), (zone.nullish, V.null())], V.from_string(text))
     own = F.when(
@@ -336,102 +337,7 @@ def date_to_string(ctx: Ctx) -> Expr:
 
 # --------------------------------------------------------------------------- $dateFromString
 
-_PARSE_PATTERNS = {
-    "Y": "yyyy", "m": "MM", "d": "dd", "H": "HH", "M": "mm", "S": "ss", "L": "SSS",
-    "j": "DDD", "z": "Z", "b": "MMM", "B": "MMMM",
-}  # fmt: skip
-
-
-def spark_parse_pattern(parts: list[tuple[str, str]]) -> str | None:
-    """A Spark datetime pattern for MongoDB format parts, or None when one is unsupported."""
-    out = []
-    pending = ""
-    for kind, text in parts:
-        if kind == "lit" or text == "%":
-            pending += "%" if kind == "spec" else text
-            continue
-        if text not in _PARSE_PATTERNS:
-            return None
-        if pending:
-            out.append("'" + pending.replace("'", "''") + "'")
-            pending = ""
-        out.append(_PARSE_PATTERNS[text])
-    if pending:
-        out.append("'" + pending.replace("'", "''") + "'")
-    return "".join(out)
-
-
-def date_from_string(ctx: Ctx) -> Expr:
-    """`$dateFromString`: `{dateString, format, timezone, onError, onNull}`."""
-    spec = named(ctx, ("dateString",), ("format", "timezone", "onError", "onNull"), what="argument")
-    if spec is None:
-        return placeholder()
-    text_arg = ctx.arg(ctx.sub(spec["dateString"], "dateString"))
-    zone = compile_zone(ctx, spec)
-    pattern: str | None = None
-    if "format" in spec:
-        fmt = _constant_format(ctx, spec)
-        if fmt is None:
-            return placeholder()
-        parts = split_format(fmt)
-        if isinstance(parts, str):
-            return ctx.fail(parts, "format")
-        pattern = spark_parse_pattern(parts)
-        if pattern is None:
-            return ctx.unsupported(
-                f"$dateFromString cannot parse the format '{fmt}' in Sluice", "format"
-            )
-    if zone is None:
-        return placeholder()
-    on_error = ctx.sub(spec["onError"], "onError") if "onError" in spec else None
-    on_null = ctx.sub(spec["onNull"], "onNull") if "onNull" in spec else None
-    text = V.as_string(text_arg.value, text_arg.k)
-    if pattern is None:
-        parsed = parse_date_string(text, zone)
-    else:
-        raw = F.try_to_timestamp(text, F.lit(pattern))
-        parsed = (
-            raw
-            if "%z" in spec["format"] or zone.name is None
-            else F.to_utc_timestamp(raw, zone.name)
-        )
-    failure = when_all(
-        [
-            (
-                ~text_arg.kind_in(("string",)),
-                message(
-                    "$dateFromString requires that 'dateString' be a string, found: ",
-                    kind_text(text_arg),
-                    " with value ",
-                    F.to_json(text_arg.value),
-                ),
-            ),
-            (parsed.isNull(), parse_error(text)),
-        ]
-    )
-    failure = ctx.bind(failure)
-    null_value = on_null.value if on_null is not None else V.null()
-    value = when_all(
-        [
-            (text_arg.nullish, null_value),
-            (zone.nullish, V.null()),
-            (failure.isNotNull(), on_error.value if on_error is not None else V.null()),
-        ],
-        V.from_timestamp(parsed),
-    )
-    own = when_all(
-        [
-            (text_arg.nullish, on_null.error_or_null() if on_null is not None else _no_error()),
-            (zone.nullish, _no_error()),
-            (failure.isNotNull(), on_error.error_or_null() if on_error is not None else failure),
-        ],
-        _no_error(),
-    )
-    return result(value, text_arg.error, zone.error, own=own)
-
-
 OPS: dict[str, Callable[[Ctx], Expr]] = {
     **dict.fromkeys(PARTS, date_part),
     "$dateToString": date_to_string,
-    "$dateFromString": date_from_string,
 }

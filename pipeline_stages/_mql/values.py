@@ -127,7 +127,7 @@ _SCHEMA_KINDS = {
 def _scalar_kind(value: Column) -> Column:
     # One `schema_of_variant` call and a literal-map lookup keep the generated code small;
     # a CASE per schema would repeat the call in every branch.
-    head = F.regexp_extract(schema_of(value), r"^[A-Z_]+", 0)
+    head = F.substring_index(F.substring_index(schema_of(value), "(", 1), "<", 1)
     pairs = [c for k, v in _SCHEMA_KINDS.items() for c in (F.lit(k), F.lit(v))]
     kind = F.coalesce(F.create_map(*pairs)[head], F.lit("unknown"))
     fits_int = F.try_variant_get(value, "$", "int").isNotNull() & (head == "BIGINT")
@@ -310,10 +310,8 @@ def as_double(value: Column, kind: Kind = None) -> Column:
             return num
         if kind not in ("long", "decimal"):
             return F.lit(None).cast("double")
-    wrapped = F.coalesce(
-        F.try_variant_get(value, '$["$numberDecimal"]', "string").try_cast("double"),
-        F.try_variant_get(value, '$["$numberLong"]', "string").try_cast("double"),
-    )
+    # Wrapped numbers hold their digits as a string; variant casts parse it.
+    wrapped = F.try_variant_get(value, '$["$numberDecimal"]', "double")
     return F.when(is_number(value, kind), F.coalesce(num, wrapped))
 
 
@@ -325,7 +323,7 @@ def as_long(value: Column, kind: Kind = None) -> Column:
             return num
         if kind != "long":
             return F.lit(None).cast("bigint")
-    wrapped = F.try_variant_get(value, '$["$numberLong"]', "string").try_cast("bigint")
+    wrapped = F.try_variant_get(value, '$["$numberLong"]', "bigint")
     return F.when(is_integral(value, kind), F.coalesce(num, wrapped))
 
 
@@ -408,81 +406,33 @@ def to_json(value: Column) -> Column:
 # --------------------------------------------------------------------------- truthiness & order
 
 
-def truthy(value: Column, kind: Kind = None) -> Column:
-    """MQL truthiness as a Spark BOOLEAN (never NULL).
+# Truthiness and ordering are implemented in `ops_order` (built on the helpers above); these
+# wrappers keep `values.compare` & co. importable without an import cycle.
 
-    False, null, missing and numeric zero are false; everything else is true.
-    """
-    if isinstance(kind, str):
-        if kind in ("missing", "null"):
-            return F.lit(False)
-        if kind == "bool":
-            return F.coalesce(as_bool(value, kind), F.lit(False))
-        if kind in NUMERIC_TYPES:
-            return F.coalesce(as_double(value, kind) != 0, F.lit(False))
-        return F.lit(True)
-    kind = _kind(value, kind)
-    return (
-        F.when(kind.isin("missing", "null"), F.lit(False))
-        .when(kind == "bool", F.coalesce(as_bool(value, "bool"), F.lit(False)))
-        .when(kind.isin(*NUMERIC_TYPES), F.coalesce(as_double(value, kind) != 0, F.lit(False)))
-        .otherwise(F.lit(True))
-    )
+
+def truthy(value: Column, kind: Kind = None) -> Column:
+    """MQL truthiness as a Spark BOOLEAN (never NULL); see `ops_order.truthy`."""
+    from pipeline_stages._mql import ops_order
+
+    return ops_order.truthy(value, kind)
 
 
 def type_rank(value: Column, kind: Kind = None) -> Column:
-    """The BSON comparison rank of a value's type (see `TYPE_RANK`)."""
-    if isinstance(kind, str):
-        return F.lit(TYPE_RANK.get(kind, TYPE_RANK["unknown"]))
-    kind = _kind(value, kind)
-    pairs = [item for name, rank in TYPE_RANK.items() for item in (F.lit(name), F.lit(rank))]
-    return F.coalesce(F.create_map(*pairs)[kind], F.lit(TYPE_RANK["unknown"]))
+    """The BSON comparison rank of a value's type; see `ops_order.type_rank`."""
+    from pipeline_stages._mql import ops_order
 
-
-def _sign(a: Column, b: Column) -> Column:
-    return F.when(a < b, F.lit(-1)).when(a > b, F.lit(1)).otherwise(F.lit(0))
-
-
-def _same_rank_compare(left: Column, right: Column, lk: Kind, rk: Kind, rank: Column) -> Column:
-    both_integral = kind_in(lk, INTEGRAL_TYPES) & kind_in(rk, INTEGRAL_TYPES)
-    num = F.when(both_integral, _sign(as_long(left, lk), as_long(right, rk))).otherwise(
-        _sign(as_double(left, lk), as_double(right, rk))
-    )
-    return (
-        F.when(rank <= TYPE_RANK["null"], F.lit(0))
-        .when(rank == TYPE_RANK["int"], num)
-        .when(
-            rank == TYPE_RANK["string"],
-            _sign(as_string(left, "string"), as_string(right, "string")),
-        )
-        .when(
-            rank == TYPE_RANK["bool"],
-            _sign(as_bool(left, "bool").cast("int"), as_bool(right, "bool").cast("int")),
-        )
-        .when(
-            rank == TYPE_RANK["date"], _sign(as_epoch_ms(left, "date"), as_epoch_ms(right, "date"))
-        )
-        .otherwise(_sign(F.to_json(left), F.to_json(right)))
-    )
+    return ops_order.type_rank(value, kind)
 
 
 def compare(left: Column, right: Column, left_kind: Kind = None, right_kind: Kind = None) -> Column:
-    """MQL comparison of two values: -1, 0 or 1 (an INT column, never NULL).
+    """MQL comparison: -1, 0 or 1 (never NULL); see `ops_order.compare`."""
+    from pipeline_stages._mql import ops_order
 
-    Types compare by BSON rank first; numbers by value (int/long exactly, otherwise as
-    doubles), strings by UTF-8 bytes, dates by instant, booleans false < true. Objects and
-    arrays compare by their Extended JSON text, an approximation of BSON's field-by-field
-    comparison that agrees on equality of equal documents.
-    """
-    lk = left_kind if left_kind is not None else kind_of(left)
-    rk = right_kind if right_kind is not None else kind_of(right)
-    rank_l, rank_r = type_rank(left, lk), type_rank(right, rk)
-    if isinstance(lk, str) and isinstance(rk, str) and TYPE_RANK.get(lk) != TYPE_RANK.get(rk):
-        return _sign(rank_l, rank_r)
-    same = _same_rank_compare(left, right, lk, rk, rank_l)
-    return F.when(rank_l != rank_r, _sign(rank_l, rank_r)).otherwise(same)
+    return ops_order.compare(left, right, left_kind, right_kind)
 
 
 def equals(left: Column, right: Column, left_kind: Kind = None, right_kind: Kind = None) -> Column:
-    """MQL equality (`$eq` in expressions) as a Spark BOOLEAN (missing is not null)."""
-    return compare(left, right, left_kind, right_kind) == 0
+    """MQL equality as a Spark BOOLEAN (missing is not null); see `ops_order.equals`."""
+    from pipeline_stages._mql import ops_order
+
+    return ops_order.equals(left, right, left_kind, right_kind)

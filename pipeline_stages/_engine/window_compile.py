@@ -1,0 +1,198 @@
+"""Compile a window stage into one `applyInPandasWithState` over the stream frame.
+
+    frame ─ flags ─ [partitionBy] ─ [explode] ─ prefix (native) ─ [$group inputs (native)]
+          ─ compact columns ─ groupBy(bucket).applyInPandasWithState(window operator)
+          ─ [suffix stages (native), on the results] ─ envelopes
+
+Every row of the frame reaches the operator: ticks and failed rows too, because Atlas's
+watermark comes from the source (filtered and failed documents still advance it) and the
+operator's output is the query's only output (failed rows leave as DLQ envelopes). The
+operator keeps its own watermark, so no Spark `withWatermark` is involved.
+
+Buckets: one bucket by default, which gives exact global idleness and per-document lateness.
+`spark.sluice.window.buckets` > 1 spreads groups over buckets by hash; see
+`window_operator` for what that weakens.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
+
+from pipeline_stages._base import ProblemCode, join_path
+from pipeline_stages._engine import window_config as C
+from pipeline_stages._engine.context import WindowPlan
+from pipeline_stages._engine.envelope import (
+    ENVELOPE_SCHEMA,
+    envelope_from_frame,
+    frame_from_envelope,
+)
+from pipeline_stages._engine.frame import DOC, EVENT_MS, PART, SEQ, SUB, StreamFrame
+from pipeline_stages._engine.window_args import compile_group, compile_partition
+from pipeline_stages._engine.window_blocking import is_simple
+from pipeline_stages._engine.window_inner import (
+    InnerSplit,
+    InnerStage,
+    compile_prefix,
+    explode_fixed,
+    reads_window,
+    split_inner,
+    with_flags,
+)
+from pipeline_stages._engine.window_operator import STATE_SCHEMA, make_operator
+
+_WINDOW_META_MARKERS = ('"stream.window', '"stream"', "_stream_meta.window", '"$_stream_meta"')
+
+
+def inner_stages(spec: Any, path: str, key: str) -> list[InnerStage]:
+    """The window's inner stages with their absolute paths."""
+    from pipeline_stages import key_of
+
+    return [
+        InnerStage(key_of(stage), stage, join_path(path, key, "pipeline", index))
+        for index, stage in enumerate(spec.pipeline)
+    ]
+
+
+def _later(split: InnerSplit, problems: Any) -> tuple[C.LaterStage, ...]:
+    later = []
+    for stage in split.blocking[1:]:
+        if stage.key == "$group":
+            body = {"_id": stage.spec.id}
+            for name, acc in stage.spec.accumulators.items():
+                body[name] = {acc.operator: acc.argument}
+            if not is_simple(body):
+                problems.error(
+                    join_path(stage.path, stage.key),
+                    ProblemCode.UNSUPPORTED_OPTION,
+                    "a $group after the window's first blocking stage may only use field "
+                    "paths, $$ROOT, {$meta: 'stream.window...'} and constants",
+                )
+            later.append(C.LaterStage("$group", body))
+        elif stage.key == "$sort":
+            later.append(C.LaterStage("$sort", dict(stage.spec.keys)))
+        elif stage.key == "$limit":
+            later.append(C.LaterStage("$limit", stage.spec.limit))
+        elif stage.key == "$count":
+            later.append(C.LaterStage("$count", stage.spec.field))
+    return tuple(later)
+
+
+def _reads_window_meta(stages: list[InnerStage]) -> bool:
+    text = json.dumps([s.spec.model_dump(mode="json", by_alias=True) for s in stages], default=str)
+    return any(marker in text for marker in _WINDOW_META_MARKERS)
+
+
+def _bucket_count(ctx: Any) -> int:
+    try:
+        return max(1, int(ctx.spark.conf.get("spark.sluice.window.buckets", "1")))
+    except (TypeError, ValueError):
+        return 1
+
+
+def compile_window(
+    spec: Any,
+    frame: StreamFrame,
+    ctx: Any,
+    path: str,
+    *,
+    key: str,
+    kind: str,
+    geometry: C.FixedGeometry | C.SessionGeometry | C.SlidingGeometry,
+    partition_by: Any = None,
+) -> WindowPlan:
+    """The `compile` of the four window stages (see the module docstring)."""
+    source = C.window_source(ctx)
+    problems = ctx.problems
+    split = split_inner(inner_stages(spec, path, key), problems)
+    first = split.blocking[0] if split.blocking else None
+    group_stage = first if first is not None and first.key in ("$group", "$count") else None
+    per_document = [*split.prefix, *([group_stage] if group_stage else [])]
+    exploded = kind == "fixed" and (group_stage is None or reads_window(per_document))
+    if kind != "fixed" and _reads_window_meta(per_document):
+        problems.error(
+            join_path(path, key, "pipeline"),
+            ProblemCode.UNSUPPORTED_OPTION,
+            f"{key}: reading the window (stream.window / _stream_meta.window) before the "
+            "first $group/$sort is not supported: the window is only known when it closes",
+        )
+    frame = with_flags(frame, test_clock=source.test_clock, has_dlq=ctx.has_dlq)
+    if kind != "fixed":
+        frame = compile_partition(
+            frame,
+            partition_by,
+            path=join_path(path, key, "partitionBy"),
+            operator=split.first_operator,
+            problems=problems,
+        )
+    if exploded and isinstance(geometry, C.FixedGeometry):
+        frame = explode_fixed(frame, geometry, meta_field=source.meta_field)
+    frame = compile_prefix(frame, split.prefix, ctx)
+    group_plan = None
+    if group_stage is not None:
+        frame, group_plan = compile_group(frame, group_stage, problems)
+    inner = C.InnerPlan(
+        group=group_plan,
+        sort=tuple(first.spec.keys.items()) if first is not None and first.key == "$sort" else None,
+        later=_later(split, problems),
+        needs_doc=group_plan is None,
+        exploded=exploded,
+        first_operator=split.first_operator,
+    )
+    op_spec = C.OperatorSpec(
+        kind=kind,
+        geometry=geometry,
+        allowed_lateness_ms=spec.allowed_lateness_ms(),
+        idle_timeout_ms=spec.idle_timeout_ms(),
+        processing_time=not spec.event_time,
+        inner=inner,
+        source=source,
+        has_dlq=ctx.has_dlq,
+        bucket_count=_bucket_count(ctx),
+    )
+    envelopes = _operator(frame, op_spec)
+    if split.suffix:
+        after = frame_from_envelope(envelopes)
+        for stage in split.suffix:
+            from pipeline_stages import REGISTRY
+
+            after = REGISTRY[stage.key].module.compile(stage.spec, after, ctx, stage.path)
+        envelopes = envelope_from_frame(after)
+    closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
+    return WindowPlan(envelopes=envelopes, closes_on_clock=closes_on_clock)
+
+
+def _operator(frame: StreamFrame, spec: C.OperatorSpec) -> Any:
+    """Ship the compact columns to the operator and run it."""
+    inner = spec.inner
+    columns = [PART, SEQ, SUB, C.DOC_SUB, EVENT_MS, C.FLAG, C.ORIG, C.FDOC, C.FMETA, C.REASON,
+               C.OPERATOR]  # fmt: skip
+    df = frame.df
+    if inner.exploded:
+        columns.append(C.WSTART)
+    if inner.group is not None:
+        columns.append(C.KEY)
+        for acc in inner.group.accumulators:
+            for values in acc.inputs:
+                columns.extend(values.names)
+    if spec.kind != "fixed":
+        columns.append(C.PKEY)
+    if inner.needs_doc:
+        df = df.withColumn(C.DOCJ, F.when(F.col(C.FLAG) == C.FLAG_OK, F.to_json(F.col(DOC))))
+        columns.append(C.DOCJ)
+    bucket = F.lit(0)
+    if spec.bucket_count > 1:
+        by = C.KEY if inner.group is not None else (C.PKEY if spec.kind != "fixed" else SEQ)
+        bucket = F.pmod(F.hash(F.col(by)), F.lit(spec.bucket_count))
+    compact = df.select(bucket.cast("int").alias(C.BUCKET), *columns)
+    timeout = (
+        GroupStateTimeout.NoTimeout
+        if spec.source.test_clock
+        else GroupStateTimeout.ProcessingTimeTimeout
+    )
+    return compact.groupBy(C.BUCKET).applyInPandasWithState(
+        make_operator(spec), ENVELOPE_SCHEMA, STATE_SCHEMA, "append", timeout
+    )

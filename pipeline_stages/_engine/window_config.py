@@ -1,0 +1,195 @@
+"""What the window operator needs to know, as small picklable dataclasses.
+
+The compile step (driver, Spark) and the operator (Python workers, pandas) share these: the
+compile step decides which columns it ships and how the inner pipeline is split, the operator
+reads the same description to interpret the rows. Nothing here imports Spark.
+
+Row flags (`FLAG`, one per shipped row) say what a row is to the operator:
+
+| flag | meaning                                                                      |
+|------|------------------------------------------------------------------------------|
+| 0    | a document entering the window, healthy after the inner per-document part   |
+| 1    | a tick: dropped before the window; only its event time matters (watermark)  |
+| 2    | failed before the window: forwarded to the DLQ, advances the watermark      |
+| 3    | failed in the window's per-document part: DLQ for each open window it enters |
+| 4    | failed at the source (no event time): forwarded to the DLQ only             |
+| 5    | a clock row of the test clock (virtual processing time in `event_ms`)       |
+| 6    | dropped by the window's per-document part (`$match`): creates its windows   |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FLAG_OK = 0
+FLAG_TICK = 1
+FLAG_FAILED_BEFORE = 2
+FLAG_FAILED_INSIDE = 3
+FLAG_SOURCE_FAILED = 4
+FLAG_CLOCK = 5
+FLAG_DROPPED_INSIDE = 6
+
+#: Flags of rows that entered the window (lateness is decided for them, they create windows).
+ENTERED = (FLAG_OK, FLAG_FAILED_INSIDE, FLAG_DROPPED_INSIDE)
+
+# Column names of the operator's input (prefixed so they never clash with frame columns).
+BUCKET = "__w_bucket"
+FLAG = "__w_flag"
+DOC_SUB = "__w_doc_sub"
+WSTART = "__w_wstart"
+ORIG = "__w_orig"
+FDOC = "__w_fdoc"
+FMETA = "__w_fmeta"
+REASON = "__w_reason"
+OPERATOR = "__w_operator"
+KEY = "__w_key"
+PKEY = "__w_pkey"
+DOCJ = "__w_doc"
+
+#: Value codes of shipped MQL values (`<prefix>_k`); see `ValueColumns`.
+CODE_MISSING = 0
+CODE_NULL = 1
+CODE_INT = 2
+CODE_LONG = 3
+CODE_DOUBLE = 4
+CODE_JSON = 5
+CODE_STRING = 6
+CODE_BOOL = 7
+
+LATE_REASON = "Input document arrived late."
+GROUP_OPERATOR = "GroupOperator"
+
+
+@dataclass(frozen=True)
+class WindowSource:
+    """Facts about the pipeline's source that the window operator needs.
+
+    Attributes:
+        source_type: `_stream_meta.source.type` of emitted window results.
+        meta_field: where stream metadata is projected in documents (`""`: not projected).
+        partitions: the source's partition count when known (a partition that never produced
+            holds the watermark back, §4.6); None means "the partitions seen so far".
+        partition_idle_timeout_ms: `$source.partitionIdleTimeout` (None: disabled).
+        test_clock: read processing time from clock rows instead of the wall clock (tests).
+    """
+
+    source_type: str = "generated"
+    meta_field: str = "_stream_meta"
+    partitions: int | None = None
+    partition_idle_timeout_ms: int | None = None
+    test_clock: bool = False
+
+
+def window_source(ctx: Any) -> WindowSource:
+    """The `WindowSource` the plan attached to a compile context (defaults when absent)."""
+    found = getattr(ctx, "window_source", None)
+    return found if isinstance(found, WindowSource) else WindowSource()
+
+
+@dataclass(frozen=True)
+class ValueColumns:
+    """One MQL value shipped as typed columns: `<p>_k` code, `<p>_i` BIGINT, `<p>_d` DOUBLE,
+    `<p>_j` STRING (raw text for strings, Extended JSON for other kinds)."""
+
+    prefix: str
+
+    @property
+    def names(self) -> tuple[str, str, str, str]:
+        """The four column names."""
+        p = self.prefix
+        return (f"{p}_k", f"{p}_i", f"{p}_d", f"{p}_j")
+
+
+@dataclass(frozen=True)
+class AccumulatorPlan:
+    """One `$group` output field: the accumulator and the shipped values it reads.
+
+    `inputs[0]` is the evaluated argument (`output` for `$top`…); for `$top`/`$bottom`(N)
+    the following inputs are the `sortBy` field values, in `sort_fields` order.
+    `root_input` marks an argument that is the whole document (`"$$ROOT"`), which gets the
+    window's metadata when the window closes.
+    """
+
+    name: str
+    op: str
+    spec: Any
+    inputs: tuple[ValueColumns, ...] = ()
+    sort_fields: tuple[str, ...] = ()
+    root_input: bool = False
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """The first blocking stage when it is `$group` (or `$count`, a `$group` in disguise)."""
+
+    accumulators: tuple[AccumulatorPlan, ...]
+    #: Set for `$count: <field>`: the output is `{<field>: n}` only.
+    count_field: str | None = None
+
+
+@dataclass(frozen=True)
+class LaterStage:
+    """A blocking stage after the first one, run in Python at close: `$sort`, `$limit`,
+    `$count`, or a `$group` whose expressions are field paths or constants."""
+
+    key: str
+    body: Any
+
+
+@dataclass(frozen=True)
+class InnerPlan:
+    """How the inner pipeline is split around the operator.
+
+    `group` is set when the first blocking stage is `$group`/`$count`; `sort` when it is
+    `$sort`; with neither, documents are buffered (a pass-through window). `later` are the
+    blocking stages that follow the first one without a stateless stage in between.
+    `needs_doc` says whether document JSON is shipped for admitted rows.
+    """
+
+    group: GroupPlan | None = None
+    sort: tuple[tuple[str, int], ...] | None = None
+    later: tuple[LaterStage, ...] = ()
+    needs_doc: bool = False
+    exploded: bool = False
+    first_operator: str = "LimitOperator"
+
+
+@dataclass(frozen=True)
+class FixedGeometry:
+    """Tumbling/hopping windows in ms (tumbling: `hop_ms == interval_ms`)."""
+
+    interval_ms: int
+    hop_ms: int
+    offset_ms: int
+
+
+@dataclass(frozen=True)
+class SessionGeometry:
+    """`$sessionWindow` timing in ms."""
+
+    gap_ms: int
+
+
+@dataclass(frozen=True)
+class SlidingGeometry:
+    """`$slidingWindow` timing in ms (KIP-450)."""
+
+    time_difference_ms: int
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """Everything the operator function needs, shipped to the Python workers once."""
+
+    kind: str  # "fixed" | "session" | "sliding"
+    geometry: FixedGeometry | SessionGeometry | SlidingGeometry
+    allowed_lateness_ms: int
+    idle_timeout_ms: int | None
+    processing_time: bool
+    inner: InnerPlan
+    source: WindowSource
+    has_dlq: bool
+    partitioned: bool = False
+    bucket_count: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,150 @@
+"""The inner pipeline's blocking part as the operator runs it: admit rows, emit at close.
+
+A window's content is either a dict of `$group` groups (see `GroupRuntime`) or a list of
+buffered `(order, ident, document JSON)` items (pass-through windows and windows whose first
+blocking stage is `$sort`). `admit` adds admitted rows to their windows; `emit` turns a
+closed window's content into result envelopes, running the blocking stages in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from pipeline_stages._engine import window_config as C
+from pipeline_stages._engine.json_text import prefer_double
+from pipeline_stages._engine.window_blocking import (
+    GroupRuntime,
+    Output,
+    buffered_outputs,
+    fold,
+    run_later,
+    sort_outputs,
+)
+from pipeline_stages._engine.window_emit import Emitter, Segment
+from pipeline_stages._engine.window_inner import MERGE_INVALID
+from pipeline_stages._engine.window_values import decode_column, decode_json, encode, window_meta
+from pipeline_stages._mql.pyvalues import MISSING, MqlError, sort_key
+
+
+class InnerRuntime:
+    """Admission and emission for one operator (see the module docstring)."""
+
+    def __init__(self, spec: C.OperatorSpec, out: Emitter | None = None) -> None:
+        self.spec = spec
+        self.inner = spec.inner
+        self.group = GroupRuntime(spec.inner.group) if spec.inner.group is not None else None
+        self.out = out
+
+    def bind(self, out: Emitter) -> InnerRuntime:
+        """Attach the emitter results go to."""
+        self.out = out
+        return self
+
+    def new_content(self) -> Any:
+        """An empty window content."""
+        return {} if self.group is not None else []
+
+    # ------------------------------------------------------------------ admission
+
+    def keys(self, df: pd.DataFrame, rows: npt.NDArray[np.int64]) -> tuple[list[Any], list[Any]]:
+        """Group key values and their normalised forms (BSON equality) for `rows`."""
+        codes, uniques = pd.factorize(df[C.KEY].to_numpy()[rows])
+        values = [decode_json(text) for text in uniques]
+        values = [None if v is MISSING else v for v in values]
+        norms = [sort_key(v) for v in values]
+        return [values[c] for c in codes], [norms[c] for c in codes]
+
+    def inputs(self, df: pd.DataFrame, rows: npt.NDArray[np.int64]) -> list[list[list[Any]]]:
+        """Per row, per accumulator, the decoded input values."""
+        if self.group is None:
+            return []
+        per_acc = []
+        for plan in self.group.plan.accumulators:
+            per_acc.append([decode_column(df, vc, rows) for vc in plan.inputs])
+        return [
+            [[column[i] for column in acc_columns] for acc_columns in per_acc]
+            for i in range(len(rows))
+        ]
+
+    def admit(
+        self,
+        windows: dict[Any, Any],
+        seg: Segment,
+        rows: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        orders: npt.NDArray[np.int64],
+    ) -> None:
+        """Add admitted rows (`rows[i]` into window `starts[i]` with arrival `orders[i]`)."""
+        if not len(rows):
+            return
+        if self.group is None:
+            texts = seg.df[C.DOCJ].to_numpy()[rows]
+            for i, r in enumerate(rows.tolist()):
+                ident = f"{seg.part[r]}:{seg.seq[r]}:{seg.sub[r]}"
+                windows[int(starts[i])].append((int(orders[i]), ident, texts[i]))
+            return
+        unique_rows, back = np.unique(rows, return_inverse=True)
+        keys, norms = self.keys(seg.df, unique_rows)
+        inputs = self.inputs(seg.df, unique_rows)
+        for i, start in enumerate(starts.tolist()):
+            u = back[i]
+            fold(self.group, windows[start], [(int(orders[i]), norms[u], keys[u], inputs[u])])
+
+    def failure_reason(self, seg: Segment, row: int, reason: str) -> str:
+        """The DLQ reason of a failed row (formats `$mergeObjects`'s placeholder)."""
+        if not reason.startswith(MERGE_INVALID) or self.group is None:
+            return reason
+        index = int(reason[len(MERGE_INVALID) :])
+        plan = self.group.plan.accumulators[index]
+        value = decode_column(seg.df, plan.inputs[0], np.array([row]))[0]
+        try:
+            self.group.accs[index].validate(value)
+        except MqlError as error:
+            return f"Failed to process input document in {C.GROUP_OPERATOR} with error: {error}"
+        return reason  # unreachable: the native check and `validate` agree
+
+    # ------------------------------------------------------------------ emission
+
+    def outputs(self, content: Any, window: dict[str, Any], *, inject: bool) -> list[Output]:
+        """A closed window's result documents (after the Python blocking stages)."""
+        source = self.spec.source
+        if self.group is not None:
+            outs = self.group.outputs(content, window=window, source=source)
+        else:
+            outs = buffered_outputs(content, window=window if inject else None, source=source)
+            if self.inner.sort is not None:
+                outs = sort_outputs(outs, self.inner.sort)
+        return run_later(outs, self.inner.later, window=window, source=source)
+
+    def emit(
+        self,
+        content: Any,
+        *,
+        start: int,
+        end: int,
+        part: int,
+        seq: int,
+        partition: Any = MISSING,
+        inject: bool = False,
+    ) -> None:
+        """Emit a closed window's results as envelopes."""
+        if self.out is None:
+            raise RuntimeError("InnerRuntime.emit needs an emitter (bind)")
+        window = window_meta(start, end, partition)
+        meta = {"source": {"type": self.spec.source.source_type}, "window": window}
+        if self.group is None and not inject and self.inner.sort is None and not self.inner.later:
+            # Pass-through: the documents already hold the window; skip decoding them.
+            for _, ident, text in sorted(content, key=lambda item: item[0]):
+                self.out.result(
+                    part=part, seq=seq, start=start, end=end, key=ident, doc=prefer_double(text),
+                    meta=meta,
+                )  # fmt: skip
+            return
+        for key, doc in self.outputs(content, window, inject=inject):
+            self.out.result(
+                part=part, seq=seq, start=start, end=end, key=key, doc=encode(doc), meta=meta
+            )

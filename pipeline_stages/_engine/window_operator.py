@@ -1,0 +1,155 @@
+"""The window operator: the function `applyInPandasWithState` calls once per bucket and batch.
+
+One call sees every row of its bucket for the micro-batch, plus the bucket's state (a pickled
+blob: the `Clock` and the window kind's state). It sorts the rows in arrival order, cuts them
+into processing-time segments, and runs each segment through the window core:
+
+* production: one segment per micro-batch at the batch's processing time. With
+  `ProcessingTimeTimeout` and a 1 ms timeout every bucket is called in every micro-batch,
+  input or not; a call without rows is an idle segment (idleTimeout, partition idleness,
+  processing-time windows closing on the clock);
+* test clock: clock rows (`sources.scripted`) carry virtual processing times; each starts a
+  segment, and a clock row followed by no input is an idle segment. Queries then run with
+  `NoTimeout`, so no empty micro-batches burn CPU while a test is waiting.
+
+It yields the bucket's envelopes: results of windows that closed, DLQ records, and one stats
+row (`openWindows` is what `sluice process` waits on).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline_stages._engine import window_config as C
+from pipeline_stages._engine.window_clock import Clock
+from pipeline_stages._engine.window_emit import Emitter, Segment
+from pipeline_stages._engine.window_values import date_json
+
+STATE_SCHEMA = "blob BINARY"
+_STATE_VERSION = 1
+
+
+def make_core(spec: C.OperatorSpec, state: Any, clock: Clock, out: Emitter) -> Any:
+    """The window core for the spec's kind, over its state (fresh when None)."""
+    if spec.kind == "fixed":
+        from pipeline_stages._engine.window_fixed import FixedState, FixedWindows
+
+        return FixedWindows(spec, state or FixedState(), clock, out)
+    if spec.kind == "session":
+        from pipeline_stages._engine.window_session import SessionState, SessionWindows
+
+        return SessionWindows(spec, state or SessionState(), clock, out)
+    from pipeline_stages._engine.window_sliding import SlidingState, SlidingWindows
+
+    return SlidingWindows(spec, state or SlidingState(), clock, out)
+
+
+def sort_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in arrival order: source position, then the document, then its window."""
+    keys = [df[C.WSTART].fillna(-1).to_numpy()] if C.WSTART in df else []
+    keys += [df["sub"].to_numpy(), df[C.DOC_SUB].to_numpy(), df["part"].to_numpy()]
+    order = np.lexsort([*keys, df["seq"].to_numpy()])
+    return df.iloc[order].reset_index(drop=True)
+
+
+def segments(df: pd.DataFrame, spec: C.OperatorSpec, now: int) -> list[tuple[int, pd.DataFrame]]:
+    """Cut sorted rows into `(processing time, input rows)` segments (see the module doc)."""
+    if not spec.source.test_clock:
+        return [(now, df)]
+    flags = df[C.FLAG].to_numpy()
+    clocks = np.flatnonzero(flags == C.FLAG_CLOCK)
+    times = df["event_ms"].to_numpy()
+    out = []
+    if len(clocks) == 0 or clocks[0] > 0:
+        out.append((now, df.iloc[: clocks[0] if len(clocks) else len(df)]))
+    for n, at in enumerate(clocks.tolist()):
+        end = int(clocks[n + 1]) if n + 1 < len(clocks) else len(df)
+        out.append((int(times[at]), df.iloc[at + 1 : end]))
+    return out
+
+
+def run_segment(
+    core: Any, clock: Clock, spec: C.OperatorSpec, now: int, rows: pd.DataFrame
+) -> None:
+    """One segment: let processing time pass, then process the input (or the idleness)."""
+    timeout = spec.source.partition_idle_timeout_ms
+    clock.start(now, spec.source.partitions)
+    clock.advance_to(now, timeout, core.on_rise)
+    if not len(rows):
+        if spec.processing_time:
+            core.processing_time_tick(now)
+        else:
+            core.idle()
+        return
+    clock.last_input_ms = now
+    seg = Segment.of(rows, now)
+    if spec.processing_time:
+        seg.ts = np.full(len(seg.ts), now, dtype=np.int64)
+    first = seg.pos_rows
+    counted = seg.flag[first] != C.FLAG_SOURCE_FAILED
+    before, after = clock.running(seg.part[first], seg.ts[first], counted, timeout)
+    core.segment(seg, before, after)
+    clock.last_seq, clock.last_part = int(seg.seq[first[-1]]), int(seg.part[first[-1]])
+
+
+def load_state(state: Any) -> tuple[Clock, Any]:
+    """The bucket's clock and core state (fresh ones for a new bucket)."""
+    if not state.exists:
+        return Clock(), None
+    version, clock, core_state = pickle.loads(state.get[0])
+    if version != _STATE_VERSION:
+        raise RuntimeError(f"window state version {version} is not {_STATE_VERSION}")
+    return clock, core_state
+
+
+def stats_doc(
+    bucket: int, clock: Clock, starts: list[int], size: int, out: Emitter
+) -> dict[str, Any]:
+    """The stats row's document."""
+    return {
+        "bucket": bucket,
+        "openWindows": len(starts),
+        "watermark": date_json(clock.combined),
+        "stateSize": size,
+        "minOpenWindowStartTime": date_json(starts[0]) if starts else None,
+        "maxOpenWindowStartTime": date_json(starts[-1]) if starts else None,
+        "dlqMessageCount": out.dlq_count,
+        "outputMessageCount": out.results,
+    }
+
+
+def make_operator(spec: C.OperatorSpec) -> Callable[..., Iterator[pd.DataFrame]]:
+    """The function for `applyInPandasWithState` (state schema `STATE_SCHEMA`)."""
+
+    def operate(
+        key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
+        frames = [pdf for pdf in pdfs if len(pdf)]
+        clock, core_state = load_state(state)
+        out = Emitter(spec.source)
+        core = make_core(spec, core_state, clock, out)
+        now = int(state.getCurrentProcessingTimeMs())
+        if frames:
+            df = sort_rows(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
+            for at, rows in segments(df, spec, now):
+                run_segment(core, clock, spec, at, rows)
+        elif not spec.source.test_clock:
+            run_segment(core, clock, spec, now, frames[0].iloc[:0] if frames else pd.DataFrame())
+        blob = pickle.dumps((_STATE_VERSION, clock, core.state), protocol=pickle.HIGHEST_PROTOCOL)
+        state.update((blob,))
+        if not spec.source.test_clock:
+            state.setTimeoutDuration(1)
+        starts = core.open_starts()
+        out.stats(
+            stats_doc(int(key[0]), clock, starts, len(blob), out),
+            part=clock.last_part,
+            seq=clock.last_seq,
+        )
+        yield out.frame()
+
+    return operate

@@ -1,0 +1,176 @@
+"""The Spark executor of the conformance suite: transcripts through the real window operator.
+
+Each transcript runs as one streaming query, compiled by the production planner
+(`plan.compile_after_source`) on a scripted source (`sources.scripted`) instead of the
+transcript's Kafka connection. Steps are buffered and written as one micro-batch per `expect`:
+
+* an `input` step becomes a clock row at the current virtual time followed by its documents
+  (arrival order = a global sequence number, across partitions);
+* an `idle` step becomes a clock row `ms` later with no documents after it.
+
+The operator decides lateness per document and splits the batch at clock rows, so one
+micro-batch per `expect` gives the same results as one per step, and a transcript costs a
+handful of micro-batches instead of one per document.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from pipeline_stages import parse_pipeline
+from pipeline_stages._base import ProblemCollector
+from pipeline_stages._engine.context import CompileContext, SourcePlan
+from pipeline_stages._engine.ingest import ingest
+from pipeline_stages._engine.plan import compile_after_source
+from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
+from pipeline_stages._engine.sources import scripted
+from service.process import source_position
+
+#: How long one micro-batch may take before the executor gives up (the first one of the run
+#: includes Python worker start-up).
+BATCH_TIMEOUT_S = 180.0
+_ACTIVE: list[Any] = []
+
+
+def spark_session() -> Any:
+    """The test run's SparkSession (the `spark` fixture's, created the same way if needed)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    from pipeline_stages._engine.session import build_session
+
+    return build_session(
+        master="local[2]",
+        app_name="sluice-tests",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+
+
+def stop_active() -> None:
+    """Stop queries left running by earlier executors (the harness has no stop step)."""
+    while _ACTIVE:
+        query, directory = _ACTIVE.pop()
+        try:
+            query.stop()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+atexit.register(stop_active)
+
+
+def source_type(source: dict[str, Any]) -> str:
+    """`_stream_meta.source.type` for a transcript's `$source` (as the reference model)."""
+    if "topic" in source:
+        return "kafka"
+    if "db" in source or "coll" in source:
+        return "atlas"
+    return "generated"
+
+
+class Collector:
+    """The sink's writer: keeps outputs and DLQ records until drained."""
+
+    def __init__(self) -> None:
+        self.emitted: list[dict[str, Any]] = []
+        self.dlq: list[dict[str, Any]] = []
+        self.stats: list[dict[str, Any]] = []
+
+    def write(self, batch: BatchResult) -> None:
+        """Keep one micro-batch's results."""
+        self.emitted += [json.loads(out.doc_json) for out in batch.outputs]
+        self.dlq += batch.dlq
+        self.stats += batch.stats
+
+
+class SparkExecutor:
+    """Runs a transcript's pipeline on Spark; see the module docstring."""
+
+    name = "spark"
+
+    def start(self, pipeline: list[dict[str, Any]], *, partitions: int = 1) -> None:
+        """Compile the pipeline on a scripted source and start its query."""
+        stop_active()
+        spark = spark_session()
+        spark.dataSource.register(scripted.ScriptedDataSource)
+        # The sink only marks the end of a transcript's pipeline: results go to the collector.
+        parsed = parse_pipeline([s for s in pipeline if not {"$emit", "$merge"} & set(s)])
+        spec = parsed.stages[0].spec
+        self.directory = tempfile.mkdtemp(prefix="sluice-transcript-")
+        ctx = CompileContext(spark=spark, processor_name="spark", problems=ProblemCollector())
+        ctx.has_dlq = True
+        raw = spark.readStream.format(scripted.FORMAT).option("dir", self.directory).load()
+        frame = ingest(
+            raw,
+            time_field=spec.time_field,
+            ts_field=spec.ts_field_name,
+            meta_field=spec.stream_meta_field_name,
+            operator="SourceOperator",
+            problems=ctx.problems,
+            path="/pipeline/0/$source/timeField",
+        )
+        self.meta = json.dumps({"type": source_type(pipeline[0]["$source"])})
+        plan = SourcePlan(frame=frame, source_type=source_type(pipeline[0]["$source"]))
+        compiled = compile_after_source(
+            parsed, plan, ctx, test_clock=True, partitions=partitions
+        )
+        self.collector = Collector()
+        self.query = (
+            compiled.envelopes.writeStream.foreachBatch(
+                ForeachBatchSink(self.collector, processor="spark")
+            )
+            .option("checkpointLocation", f"{self.directory}/checkpoint")
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+        _ACTIVE.append((self.query, self.directory))
+        self.now_ms = 0
+        self.seq = 0
+        self.batches = 0
+        self.pending: list[list[Any]] = [self._clock()]
+        for doc in spec.documents or []:
+            self.feed([doc])
+
+    def _clock(self) -> list[Any]:
+        self.seq += 1
+        return [scripted.CLOCK_PART, self.seq, None, self.now_ms, self.meta]
+
+    def feed(self, docs: list[dict[str, Any]], partition: int = 0) -> None:
+        """One arrival batch: a clock row at the current time, then the documents."""
+        self.pending.append(self._clock())
+        for doc in docs:
+            self.seq += 1
+            self.pending.append([partition, self.seq, json.dumps(doc), 0, self.meta])
+
+    def idle(self, ms: int) -> None:
+        """Virtual processing time passes with no input."""
+        self.now_ms += ms
+        self.pending.append(self._clock())
+
+    def drain(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Run the buffered steps as one micro-batch and return what it produced."""
+        if self.pending:
+            scripted.write_batch(self.directory, self.batches, self.pending)
+            self.batches += 1
+            self.pending = []
+            self._wait(self.batches)
+        emitted, dlq = self.collector.emitted, self.collector.dlq
+        self.collector.emitted, self.collector.dlq = [], []
+        return emitted, dlq
+
+    def _wait(self, batches: int) -> None:
+        deadline = time.monotonic() + BATCH_TIMEOUT_S
+        while source_position(self.query.lastProgress) != batches:
+            error = self.query.exception()
+            if error is not None:
+                raise RuntimeError(f"query failed: {error}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"batch {batches} not processed in {BATCH_TIMEOUT_S:g} s")
+            time.sleep(0.02)
