@@ -82,7 +82,9 @@ def compile_after_source(
             sink = module.compile(stage.spec, ctx, stage.path)
         elif stage.key in WINDOW_KEYS:
             window = module.compile(stage.spec, frame, ctx, stage.path)
-            frame = frame_from_envelope(window.envelopes)
+            # A window that ran stages on its results hands them over as a frame.
+            handed = getattr(window, "frame", None)
+            frame = handed if handed is not None else frame_from_envelope(window.envelopes)
         else:
             frame = module.compile(stage.spec, frame, ctx, stage.path)
     ctx.problems.raise_if_any()

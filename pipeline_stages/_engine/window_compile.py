@@ -17,6 +17,7 @@ Buckets: one bucket by default, which gives exact global idleness and per-docume
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -43,6 +44,18 @@ from pipeline_stages._engine.window_inner import (
     with_flags,
 )
 from pipeline_stages._engine.window_operator import STATE_SCHEMA, make_operator
+
+
+@dataclass(frozen=True)
+class WindowResult(WindowPlan):
+    """A `WindowPlan` that also hands over its results as a frame when stages ran on them.
+
+    Envelopes carry documents as JSON text, and `parse_json` reads `3.0` back as the integer
+    3; handing the frame over avoids a second text round trip after the suffix stages.
+    """
+
+    frame: StreamFrame | None = None
+
 
 _WINDOW_META_MARKERS = ('"stream.window', '"stream"', "_stream_meta.window", '"$_stream_meta"')
 
@@ -151,18 +164,21 @@ def compile_window(
         inner=inner,
         source=source,
         has_dlq=ctx.has_dlq,
+        partitioned=partition_by is not None,
         bucket_count=_bucket_count(ctx),
     )
     envelopes = _operator(frame, op_spec)
-    if split.suffix:
-        after = frame_from_envelope(envelopes)
-        for stage in split.suffix:
-            from pipeline_stages import REGISTRY
-
-            after = REGISTRY[stage.key].module.compile(stage.spec, after, ctx, stage.path)
-        envelopes = envelope_from_frame(after)
     closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
-    return WindowPlan(envelopes=envelopes, closes_on_clock=closes_on_clock)
+    if not split.suffix:
+        return WindowResult(envelopes=envelopes, closes_on_clock=closes_on_clock)
+    from pipeline_stages import REGISTRY
+
+    after = frame_from_envelope(envelopes)
+    for stage in split.suffix:
+        after = REGISTRY[stage.key].module.compile(stage.spec, after, ctx, stage.path)
+    return WindowResult(
+        envelopes=envelope_from_frame(after), closes_on_clock=closes_on_clock, frame=after
+    )
 
 
 def _operator(frame: StreamFrame, spec: C.OperatorSpec) -> Any:

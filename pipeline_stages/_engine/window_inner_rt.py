@@ -130,8 +130,9 @@ class InnerRuntime:
         seq: int,
         partition: Any = MISSING,
         inject: bool = False,
+        key_prefix: str = "",
     ) -> None:
-        """Emit a closed window's results as envelopes."""
+        """Emit a closed window's results as envelopes (keys prefixed by `key_prefix`)."""
         if self.out is None:
             raise RuntimeError("InnerRuntime.emit needs an emitter (bind)")
         window = window_meta(start, end, partition)
@@ -140,11 +141,12 @@ class InnerRuntime:
             # Pass-through: the documents already hold the window; skip decoding them.
             for _, ident, text in sorted(content, key=lambda item: item[0]):
                 self.out.result(
-                    part=part, seq=seq, start=start, end=end, key=ident, doc=prefer_double(text),
-                    meta=meta,
+                    part=part, seq=seq, start=start, end=end, key=key_prefix + ident,
+                    doc=prefer_double(text), meta=meta,
                 )  # fmt: skip
             return
         for key, doc in self.outputs(content, window, inject=inject):
             self.out.result(
-                part=part, seq=seq, start=start, end=end, key=key, doc=encode(doc), meta=meta
-            )
+                part=part, seq=seq, start=start, end=end, key=key_prefix + key,
+                doc=encode(doc), meta=meta,
+            )  # fmt: skip

@@ -16,8 +16,11 @@ them for `$addFields`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.functions.builtin import _unresolved_named_lambda_variable
 
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.scope import Expr
@@ -109,11 +112,34 @@ def delete_key(obj: Column, name: str) -> Column:
     return F.to_variant_object(kept)
 
 
-def _set_in_object(obj: Column, names: list[str], value: Column) -> Column:
-    if len(names) == 1:
-        return F.when(value.isNull(), delete_key(obj, names[0])).otherwise(
-            set_key(obj, names[0], value)
+def _let_one(value: Column, build: Callable[[Column], Column]) -> Column:
+    """`build(v)` with `value` evaluated once as `v` (documents are referenced repeatedly)."""
+    from pipeline_stages._mql.ops_common import let
+
+    var = _unresolved_named_lambda_variable("o")
+    return let([value.alias("o")], var, build(var["o"]))
+
+
+def _set_or_delete(obj: Column, name: str, value: Column) -> Column:
+    """`obj` with `name` set to `value`, or removed when `value` is missing; `obj` used once."""
+    path = key_path([name])
+    if path is None:
+        return _let_one(
+            obj,
+            lambda o: F.when(value.isNull(), delete_key(o, name)).otherwise(
+                set_key(o, name, value)
+            ),
         )
+    placeholder = F.coalesce(value, V.null())
+    return F.variant_delete(
+        F.try_variant_set(obj, path, placeholder), F.when(value.isNull(), F.lit(path))
+    )
+
+
+def _set_in_object(obj: Column, names: list[str], value: Column) -> Column:
+    """`obj` (cheap: referenced several times) with the dotted field set."""
+    if len(names) == 1:
+        return _set_or_delete(obj, names[0], value)
     child = get_field(obj, names[0])
     return set_key(obj, names[0], _set_below(child, names[1:], value, in_array=False))
 
@@ -132,17 +158,34 @@ def _set_below(child: Column, names: list[str], value: Column, *, in_array: bool
 def set_field(doc: Column, dotted: str, value: Expr) -> Expr:
     """`doc` with the (dotted) field set to `value`, as `$addFields` does it.
 
-    A missing `value` removes the field. The result's error is `value`'s error.
+    A missing `value` removes the field. The result's error is `value`'s error. `doc` is
+    referenced once (a dotted path let-binds it), so chaining calls stays linear in plan
+    size; `value` is referenced a few times, so pass a cheap (bound) column for a large one.
     """
     names = dotted.split(".")
-    return Expr(value=_set_in_object(doc, names, value.value), error=value.error)
+    if len(names) == 1:
+        return Expr(value=_set_or_delete(doc, names[0], value.value), error=value.error)
+    path = key_path(names)
+
+    def build(o: Column) -> Column:
+        slow = _set_in_object(o, names, value.value)
+        if path is None:
+            return slow
+        # All intermediates objects (or missing): Spark's path write does it in one step.
+        placeholder = F.coalesce(value.value, V.null())
+        missing = F.when(value.value.isNull(), F.lit(path))
+        fast = F.variant_delete(F.try_variant_set(o, path, placeholder), missing)
+        return F.coalesce(fast, slow)
+
+    return Expr(value=_let_one(doc, build), error=value.error)
 
 
 def _unset_in_object(obj: Column, names: list[str]) -> Column:
+    """`obj` (cheap: referenced several times) without the dotted field."""
     if len(names) == 1:
         return delete_key(obj, names[0])
-    child = get_field(obj, names[0])
     rest = names[1:]
+    child = get_field(obj, names[0])
     new_child = F.when(V.is_object_like(child), _unset_in_object(child, rest)).otherwise(
         V.from_array(
             F.transform(
@@ -156,5 +199,11 @@ def _unset_in_object(obj: Column, names: list[str]) -> Column:
 
 
 def remove_field(doc: Column, dotted: str) -> Column:
-    """`doc` without the (dotted) field, as `$unset` does it (array elements included)."""
-    return _unset_in_object(doc, dotted.split("."))
+    """`doc` without the (dotted) field, as `$unset` does it (array elements included).
+
+    `doc` is referenced once (a dotted path let-binds it), so chaining calls stays linear.
+    """
+    names = dotted.split(".")
+    if len(names) == 1:
+        return delete_key(doc, names[0])
+    return _let_one(doc, lambda o: _unset_in_object(o, names))

@@ -23,13 +23,14 @@ import time
 from typing import Any
 
 from pipeline_stages import parse_pipeline
-from pipeline_stages._base import ProblemCollector
+from pipeline_stages._base import PipelineInvalid, ProblemCollector
 from pipeline_stages._engine.context import CompileContext, SourcePlan
 from pipeline_stages._engine.ingest import ingest
 from pipeline_stages._engine.plan import compile_after_source
 from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
 from pipeline_stages._engine.sources import scripted
 from service.process import source_position
+from tests.conformance.harness import TranscriptMismatch
 
 #: How long one micro-batch may take before the executor gives up (the first one of the run
 #: includes Python worker start-up).
@@ -101,7 +102,11 @@ class SparkExecutor:
         spark = spark_session()
         spark.dataSource.register(scripted.ScriptedDataSource)
         # The sink only marks the end of a transcript's pipeline: results go to the collector.
-        parsed = parse_pipeline([s for s in pipeline if not {"$emit", "$merge"} & set(s)])
+        try:
+            parsed = parse_pipeline([s for s in pipeline if not {"$emit", "$merge"} & set(s)])
+        except PipelineInvalid as error:
+            # An expected gap is declared with `notimpl`, which expects a mismatch.
+            raise TranscriptMismatch(f"Sluice refuses the pipeline: {error}") from error
         spec = parsed.stages[0].spec
         self.directory = tempfile.mkdtemp(prefix="sluice-transcript-")
         ctx = CompileContext(spark=spark, processor_name="spark", problems=ProblemCollector())

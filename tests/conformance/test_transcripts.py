@@ -22,9 +22,11 @@ from tests.conformance.harness import (
     run_transcript,
 )
 from tests.conformance.reference_model import ReferenceExecutor
+from tests.conformance.spark_executor import SparkExecutor
 
 EXECUTORS: list[Any] = [
     pytest.param(ReferenceExecutor, id="reference"),
+    pytest.param(SparkExecutor, id="spark", marks=pytest.mark.spark),
 ]
 
 

@@ -70,3 +70,24 @@ def test_set_field_keeps_value_error(spark):
     out = set_field(F.col("doc"), "x", compile_expression({"$divide": [1, 0]}, scope, "/e", ProblemCollector()))
     df = spark.createDataFrame([("{}",)], "doc string").select(F.parse_json("doc").alias("doc"))
     assert df.select(out.error_or_null()).first()[0] == "can't $divide by zero"
+
+
+def _chain_plan_size(spark, count: int, dotted: bool) -> int:
+    df = spark.createDataFrame([('{"a": {"b": 1}}',)], "doc string").select(F.parse_json("doc").alias("doc"))
+    scope = Scope.for_document(F.col("doc"), F.lit(None).cast("variant"))
+    doc = F.col("doc")
+    for i in range(count):
+        name = f"a.f{i}" if dotted else f"f{i}"
+        doc = set_field(doc, name, compile_expression(i, scope, "/e", ProblemCollector())).value
+        doc = remove_field(doc, "a.b" if dotted else "x")
+    out = df.select(F.to_json(doc).alias("d"))
+    assert json.loads(out.first()["d"])  # evaluates
+    return len(out._jdf.queryExecution().optimizedPlan().toString())
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("dotted", [False, True], ids=["top-level", "nested"])
+def test_chained_writes_grow_linearly(spark, dotted):
+    # $addFields with many fields chains set_field; the document must not be duplicated at
+    # each step (that would double the plan per field).
+    assert _chain_plan_size(spark, 8, dotted) < 3 * _chain_plan_size(spark, 4, dotted)

@@ -1,0 +1,170 @@
+"""`$sessionWindow` inside the operator (atlas-semantics.md §3.6).
+
+Per `partitionBy` value, open sessions are spans `[min_ts, max_ts]`; two documents share a
+session when their times differ by less than `gap`, so an out-of-order document can bridge and
+merge two sessions (`_windowing.sessions`). Documents are decided one at a time in arrival
+order: a document older than `W' = W - allowedLateness` with no open session to join is late
+(DLQ, no `missedWindowStartTimes`). A session closes when `W' >= max_ts + gap`; its window is
+`[min_ts, max_ts + gap)` with the partition value.
+
+Sluice extension: Atlas documents no `idleTimeout` for sessions, but the shared window spec
+accepts it; when set, an idle source closes sessions by the same rule as fixed windows (§4.5),
+and later documents older than the closed sessions' end are late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pipeline_stages._engine import window_config as C
+from pipeline_stages._engine.window_clock import Clock
+from pipeline_stages._engine.window_emit import Emitter, Segment
+from pipeline_stages._engine.window_inner_rt import InnerRuntime
+from pipeline_stages._engine.window_keyed import (
+    LateOnce,
+    Member,
+    close_position,
+    decode_rows,
+    emit_members,
+)
+from pipeline_stages._windowing.sessions import SessionSpan, merge_session_spans
+from pipeline_stages._windowing.watermark import idle_close_end
+
+
+@dataclass
+class Session:
+    """One open session: its span, partition and members."""
+
+    span: SessionSpan
+    partition: Any
+    partition_text: str
+    members: list[Member] = field(default_factory=list)
+
+
+@dataclass
+class SessionState:
+    """Open sessions by normalised partition key, and the idle-close floor."""
+
+    sessions: dict[Any, list[Session]] = field(default_factory=dict)
+    floor: int | None = None
+
+
+class SessionWindows:
+    """The session-window core; see the module docstring."""
+
+    def __init__(
+        self, spec: C.OperatorSpec, state: SessionState, clock: Clock, out: Emitter
+    ) -> None:
+        if not isinstance(spec.geometry, C.SessionGeometry):
+            raise TypeError("session windows need a SessionGeometry")
+        self.gap = spec.geometry.gap_ms
+        self.lateness = spec.allowed_lateness_ms
+        self.spec, self.state, self.clock, self.out = spec, state, clock, out
+        self.inner = InnerRuntime(spec, out)
+
+    def end(self, session: Session) -> int:
+        """The session window's end: last event + gap."""
+        return session.span.max_ts + self.gap
+
+    def segment(self, seg: Segment, before: npt.NDArray[np.int64], after: npt.NDArray[np.int64]) -> None:
+        """Process one segment with input, document by document."""
+        seg.emit_failed_before(self.out)
+        adjusted_after = after - self.lateness
+        rows = np.flatnonzero(np.isin(seg.flag, C.ENTERED))
+        if len(rows):
+            decoded = decode_rows(seg, rows, self.inner, self.clock.next_order)
+            self.clock.next_order += len(rows)
+            late = LateOnce(seg, self.out, self.spec)
+            for i, r in enumerate(rows.tolist()):
+                adjusted = int(before[seg.pos[r]]) - self.lateness
+                self._close(decoded.norms[i], adjusted, seg, adjusted_after)
+                self._place(decoded, i, r, adjusted, late)
+        self.close_due(int(self.clock.combined) - self.lateness, seg, adjusted_after)
+
+    def _place(self, decoded: Any, i: int, r: int, adjusted: int, late: LateOnce) -> None:
+        member: Member = decoded.members[i]
+        norm = decoded.norms[i]
+        sessions = self.state.sessions.setdefault(norm, [])
+        merged, absorbed = merge_session_spans([s.span for s in sessions], member.t, self.gap)
+        floor = adjusted if self.state.floor is None else max(adjusted, self.state.floor)
+        if not absorbed and member.t < floor:
+            late(r, None)
+            return
+        session = Session(merged, decoded.values[i], decoded.texts[i])
+        for old in [s for s in sessions if s.span in absorbed]:
+            session.members.extend(old.members)
+            sessions.remove(old)
+        session.members.append(member)
+        sessions.append(session)
+
+    def _close(self, norm: Any, adjusted: int, seg: Segment | None, adjusted_after: Any) -> None:
+        """Close the partition's sessions that the watermark before a document passed."""
+        sessions = self.state.sessions.get(norm, [])
+        for session in sorted(
+            (s for s in sessions if adjusted >= self.end(s)), key=lambda s: s.span
+        ):
+            sessions.remove(session)
+            self._emit(session, seg, adjusted_after)
+
+    def close_due(self, limit: int, seg: Segment | None = None, adjusted_after: Any = ()) -> None:
+        """Close every session ending at or before `limit`, in (start, end, partition) order."""
+        due = [
+            (s.span.min_ts, s.span.max_ts, norm, n, s)
+            for norm, sessions in self.state.sessions.items()
+            for n, s in enumerate(sessions)
+            if limit >= self.end(s)
+        ]
+        for _, _, norm, _, session in sorted(due, key=lambda item: item[:4]):
+            self.state.sessions[norm].remove(session)
+            self._emit(session, seg, adjusted_after)
+        self.state.sessions = {k: v for k, v in self.state.sessions.items() if v}
+
+    def _emit(self, session: Session, seg: Segment | None, adjusted_after: Any) -> None:
+        end = self.end(session)
+        fallback = (self.clock.last_seq, self.clock.last_part)
+        emit_members(
+            self.inner,
+            self.out,
+            session.members,
+            start=session.span.min_ts,
+            end=end,
+            partition=session.partition,
+            partition_text=session.partition_text,
+            position=close_position(seg, adjusted_after, end, fallback),
+        )
+
+    def on_rise(self, watermark: int) -> None:
+        """The watermark rose outside a document (partition idleness)."""
+        self.close_due(watermark - self.lateness)
+
+    def idle(self) -> None:
+        """Sluice extension: idleTimeout closes sessions as §4.5 closes fixed windows."""
+        timeout, clock = self.spec.idle_timeout_ms, self.clock
+        if timeout is None or not clock.advanced or clock.last_input_ms is None:
+            return
+        ends = [self.end(s) for sessions in self.state.sessions.values() for s in sessions]
+        limit = idle_close_end(
+            ends,
+            adjusted_watermark=clock.combined - self.lateness,
+            idle_duration_ms=(clock.now_ms or 0) - clock.last_input_ms,
+            idle_timeout_ms=timeout,
+        )
+        if limit is not None:
+            self.close_due(limit)
+            self.state.floor = max(self.state.floor or limit, limit)
+
+    def processing_time_tick(self, now: int) -> None:
+        """Processing-time sessions close by the clock: the watermark is `now - 1`."""
+        if now - 1 > self.clock.combined:
+            self.clock.combined = now - 1
+            self.clock.advanced = True
+        self.close_due(self.clock.combined)
+
+    def open_starts(self) -> list[int]:
+        """Starts of the open sessions."""
+        return sorted(s.span.min_ts for sessions in self.state.sessions.values() for s in sessions)
+

@@ -1,0 +1,188 @@
+"""Stateless stages end to end on the shared SparkSession, through `run_process`."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from service.process import run_process
+
+pytestmark = pytest.mark.spark
+
+
+def run(
+    spark: Any, pipeline: list[dict[str, Any]], *, batch_size: int = 5
+) -> tuple[int, list[Any], str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_process(
+        pipeline,
+        out=out,
+        err=err,
+        batch_size=batch_size,
+        max_seconds=120,
+        spark_factory=lambda: spark,
+    )
+    return code, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
+
+
+def source(*docs: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"$source": {"documents": list(docs), **extra}}
+
+
+def strip(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in ("_ts", "_stream_meta")}
+
+
+def test_unwind_set_unset(spark: Any) -> None:
+    code, out, err = run(
+        spark,
+        [
+            source(
+                {"id": 1, "tags": ["a", "b"], "x": 1},
+                {"id": 2, "tags": [], "x": 1},
+                {"id": 3, "tags": None, "x": 1},
+                {"id": 4, "x": 1},
+                {"id": 5, "tags": "solo", "x": 1},
+            ),
+            {
+                "$unwind": {
+                    "path": "$tags",
+                    "includeArrayIndex": "i",
+                    "preserveNullAndEmptyArrays": True,
+                }
+            },
+            {"$set": {"y": {"$multiply": ["$x", 10]}}},
+            {"$unset": ["x"]},
+        ],
+    )
+    assert code == 0, err
+    assert [strip(d) for d in out] == [
+        {"id": 1, "tags": "a", "i": 0, "y": 10},
+        {"id": 1, "tags": "b", "i": 1, "y": 10},
+        {"id": 2, "i": None, "y": 10},
+        {"id": 3, "tags": None, "i": None, "y": 10},
+        {"id": 4, "i": None, "y": 10},
+        {"id": 5, "tags": "solo", "i": None, "y": 10},
+    ]
+
+
+def test_unwind_drops_null_and_empty_by_default(spark: Any) -> None:
+    code, out, err = run(
+        spark,
+        [source({"id": 1, "t": [1, 2]}, {"id": 2, "t": []}, {"id": 3}), {"$unwind": "$t"}],
+        batch_size=1,
+    )
+    assert code == 0, err
+    assert [strip(d) for d in out] == [{"id": 1, "t": 1}, {"id": 1, "t": 2}]
+
+
+def test_validate_discard_and_dlq(spark: Any) -> None:
+    schema = {
+        "$jsonSchema": {
+            "required": ["temp"],
+            "properties": {"temp": {"bsonType": "int", "minimum": 0}},
+        }
+    }
+    docs = [{"id": 1, "temp": 5}, {"id": 2, "temp": -1}, {"id": 3}]
+    code, out, err = run(spark, [source(*docs), {"$validate": {"validator": schema}}])
+    assert code == 0, err
+    assert [d["id"] for d in out] == [1]
+    code, out, err = run(
+        spark, [source(*docs), {"$validate": {"validator": schema, "validationAction": "dlq"}}]
+    )
+    assert code == 0, err
+    assert out[0]["id"] == 1
+    reasons = [d["_dlqMessage"]["errInfo"]["reason"] for d in out[1:]]
+    assert reasons == ["Input document found to be invalid in $validate stage"] * 2
+    assert [d["_dlqMessage"]["doc"]["id"] for d in out[1:]] == [2, 3]
+    assert {d["_dlqMessage"]["operatorName"] for d in out[1:]} == {"ValidateOperator"}
+
+
+def test_replace_root_non_object_goes_to_dlq(spark: Any) -> None:
+    code, out, err = run(
+        spark,
+        [
+            source({"id": 1, "inner": {"k": 1}}, {"id": 2, "inner": 5}),
+            {"$replaceRoot": {"newRoot": "$inner"}},
+        ],
+    )
+    assert code == 0, err
+    assert out[0] == {"k": 1}
+    dlq = out[1]["_dlqMessage"]
+    assert dlq["operatorName"] == "ReplaceRootOperator"
+    assert "'newRoot' expression must evaluate to an object" in dlq["errInfo"]["reason"]
+
+
+def test_stream_meta_redact_and_metadata_projection(spark: Any) -> None:
+    code, out, err = run(
+        spark,
+        [
+            source({"id": 1, "keep": True}, {"id": 2, "keep": False}, tsFieldName="ingestedAt"),
+            {"$setStreamMeta": {"stream.tag": {"$concat": ["t", {"$toString": "$id"}]}}},
+            {"$redact": {"$cond": ["$keep", "$$KEEP", "$$PRUNE"]}},
+            {
+                "$addFields": {
+                    "tag": {"$meta": "stream.tag"},
+                    "type": {"$meta": "stream.source.type"},
+                }
+            },
+        ],
+    )
+    assert code == 0, err
+    assert len(out) == 1
+    doc = out[0]
+    assert doc["tag"] == "t1" and doc["type"] == "generated"
+    assert "ingestedAt" in doc and "_ts" not in doc
+    assert doc["_stream_meta"]["source"] == {"type": "generated"}
+
+
+def test_stream_meta_projection_can_be_disabled(spark: Any) -> None:
+    code, out, err = run(spark, [source({"id": 1}, streamMetaFieldName="")])
+    assert code == 0, err
+    assert "_stream_meta" not in out[0] and "_ts" in out[0]
+
+
+def comparable(line: dict[str, Any]) -> str:
+    """A line without what legitimately differs between runs (wall-clock times)."""
+    if "_dlqMessage" not in line:
+        return json.dumps(line, sort_keys=True)
+    dlq = {k: v for k, v in line["_dlqMessage"].items() if k != "dlqTime"}
+    dlq["doc"] = strip(dlq["doc"])
+    return json.dumps(dlq, sort_keys=True)
+
+
+def test_results_do_not_depend_on_batch_size(spark: Any) -> None:
+    docs = [{"id": i, "v": i % 4, "d": i % 3} for i in range(12)]
+    pipeline = [
+        source(*docs),
+        {"$match": {"v": {"$ne": 3}}},
+        {"$addFields": {"q": {"$divide": ["$v", "$d"]}}},
+        {"$project": {"_stream_meta": 0, "_ts": 0}},
+    ]
+    results = []
+    for size in (1, 4, 12):
+        code, out, err = run(spark, pipeline, batch_size=size)
+        assert code == 0, err
+        results.append([comparable(line) for line in out])
+    assert results[0] == results[1] == results[2]
+    # 9 documents pass the $match; the 3 with d == 0 go to the DLQ (divide by zero).
+    assert len(results[0]) == 9
+    assert sum("_dlqMessage" in line for line in out) == 3
+
+
+def test_lookup_is_rejected_not_ignored(spark: Any) -> None:
+    lookup = {
+        "$lookup": {
+            "from": {"connectionName": "c", "db": "d", "coll": "x"},
+            "localField": "a",
+            "foreignField": "b",
+            "as": "j",
+        }
+    }
+    code, out, err = run(spark, [source({"a": 1}), lookup])
+    assert code == 2 and out == []
+    problem = json.loads(err)["problems"][0]
+    assert (problem["code"], problem["path"]) == ("unsupported_option", "/pipeline/1/$lookup")
