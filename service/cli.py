@@ -57,5 +57,43 @@ def process(
     raise typer.Exit(code)
 
 
+DEMO_PIPELINE: list[dict[str, object]] = [
+    {
+        "$source": {
+            "connectionName": "sample_stream_solar",
+            "timeField": {"$dateFromString": {"dateString": "$timestamp"}},
+        }
+    },
+    {
+        "$validate": {
+            "validator": {"obs.watts": {"$lte": 500}},
+            "validationAction": "dlq",
+        }
+    },
+    {"$match": {"event_type": 0}},
+    {
+        "$addFields": {
+            "load": {"$round": [{"$divide": ["$obs.watts", "$max_watts"]}, 2]},
+        }
+    },
+    {"$project": {"_id": 0, "device_id": 1, "group_id": 1, "load": 1, "obs": 1, "_ts": 1}},
+]
+
+
+@app.command()
+def demo(
+    seconds: Annotated[float, typer.Option("--seconds", help="How long to run the demo.")] = 30.0,
+) -> None:
+    """Run a sample pipeline over Atlas's generated solar stream and print what it emits."""
+    from service.process import run_process
+
+    sys.stderr.write(
+        "sluice demo: reading sample_stream_solar through $validate/$match/$addFields/$project"
+        f" for {seconds:g} s (first results after Spark starts, 15-40 s)\n"
+    )
+    code = run_process(DEMO_PIPELINE, out=sys.stdout, err=sys.stderr, max_seconds=seconds)
+    raise typer.Exit(code)
+
+
 if __name__ == "__main__":
     app()

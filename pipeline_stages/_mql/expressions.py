@@ -17,7 +17,11 @@ placeholder, so one pass reports every problem. Run-time failures are per docume
 `Expr.error`.
 
 Operators live in the `ops_*` modules, one per family, each exporting an `OPS` table; this
-module only dispatches. Documented MQL operators Sluice does not implement are listed in
+module only dispatches. Operands are evaluated once per operator: as bindings (temporary
+columns, see `scope.py`) where the scope has them, or as per-operator `let` frames (single-
+element `transform`s, see `ops_common.LetFrame`) inside lambdas and binding-less scopes.
+Very deep operator nesting inside lambdas (15+ levels) needs a higher
+`spark.sql.analyzer.maxIterations` than Spark's default 100 (each let is a lambda layer). Documented MQL operators Sluice does not implement are listed in
 `UNSUPPORTED_OPERATORS` and reported as `unsupported_option`, so they are not confused with
 typos.
 

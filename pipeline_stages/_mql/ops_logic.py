@@ -158,11 +158,11 @@ def if_null(ctx: Ctx) -> Expr:
     value_pairs: list[tuple[Column, Column]] = []
     error_pairs: list[tuple[Column, Column]] = []
     for expr in candidates:
-        val = expr.value if expr.cheap or expr.is_const else ctx.bind(expr.value)
-        present = ~V.is_nullish(val, expr.static_kind)
-        value_pairs.append((present, val))
-        if expr.error is not None:
-            error_pairs.append((expr.error.isNotNull(), expr.error))
+        used = ctx.use(expr)
+        present = ~V.is_nullish(used.value, expr.static_kind)
+        value_pairs.append((present, used.value))
+        if used.error is not None:
+            error_pairs.append((used.error.isNotNull(), used.error))
         error_pairs.append((present, _no_error()))
     value = when_all(value_pairs, last.value)
     has_errors = last.error is not None or any(e.error is not None for e in candidates)

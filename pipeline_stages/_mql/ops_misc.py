@@ -57,9 +57,9 @@ def let(ctx: Ctx) -> Expr:
     for name, sub in spec["vars"].items():
         if name != "CURRENT" and not valid_variable_name(ctx, name, "vars", name):
             continue
-        expr = ctx.sub(sub, "vars", name)
-        bound[name] = expr.value if (expr.cheap or expr.is_const) else ctx.bind(expr.value)
-        errors.append(expr.error)
+        used = ctx.use(ctx.sub(sub, "vars", name))
+        bound[name] = used.value
+        errors.append(used.error)
     body = ctx.sub(spec["in"], "in", scope=ctx.scope.with_variables(**bound))
     return result(body.value, *errors, body.error, kinds=body.kinds)
 

@@ -46,7 +46,9 @@ def written(spark):
         out = set_field(F.col("doc"), field, compile_expression(expr, scope, "/e", problems))
         cols.append(F.when(F.col("i") == i, F.to_json(out.value)))
     for j, (_, _, field, _) in enumerate(REMOVES):
-        cols.append(F.when(F.col("i") == len(SETS) + j, F.to_json(remove_field(F.col("doc"), field))))
+        cols.append(
+            F.when(F.col("i") == len(SETS) + j, F.to_json(remove_field(F.col("doc"), field)))
+        )
     assert not problems.problems
     rows = apply_bindings(df, bindings).select("i", F.coalesce(*cols).alias("out")).collect()
     return {row["i"]: json.loads(row["out"]) for row in rows}
@@ -67,13 +69,17 @@ def test_remove_field(written, index):
 @pytest.mark.spark
 def test_set_field_keeps_value_error(spark):
     scope = Scope.for_document(F.col("doc"), F.lit(None).cast("variant"))
-    out = set_field(F.col("doc"), "x", compile_expression({"$divide": [1, 0]}, scope, "/e", ProblemCollector()))
+    out = set_field(
+        F.col("doc"), "x", compile_expression({"$divide": [1, 0]}, scope, "/e", ProblemCollector())
+    )
     df = spark.createDataFrame([("{}",)], "doc string").select(F.parse_json("doc").alias("doc"))
     assert df.select(out.error_or_null()).first()[0] == "can't $divide by zero"
 
 
 def _chain_plan_size(spark, count: int, dotted: bool) -> int:
-    df = spark.createDataFrame([('{"a": {"b": 1}}',)], "doc string").select(F.parse_json("doc").alias("doc"))
+    df = spark.createDataFrame([('{"a": {"b": 1}}',)], "doc string").select(
+        F.parse_json("doc").alias("doc")
+    )
     scope = Scope.for_document(F.col("doc"), F.lit(None).cast("variant"))
     doc = F.col("doc")
     for i in range(count):

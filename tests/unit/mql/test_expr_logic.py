@@ -55,10 +55,25 @@ CASES: list[Case] = [
     ("cond array false", {"$cond": [0, 1, 2]}, {}, 2),
     ("cond object form", {"$cond": {"if": "$nope", "then": "yes", "else": "no"}}, {}, "no"),
     ("cond field", {"$cond": [{"$gte": ["$zero", 0]}, "pos", "neg"]}, DOC, "pos"),
-    ("cond guards division", {"$cond": [{"$eq": ["$b", 0]}, None, {"$divide": ["$a", "$b"]}]}, {"a": 6, "b": 0}, None),
-    ("cond divides", {"$cond": [{"$eq": ["$b", 0]}, None, {"$divide": ["$a", "$b"]}]}, {"a": 6, "b": 2}, 3.0),
+    (
+        "cond guards division",
+        {"$cond": [{"$eq": ["$b", 0]}, None, {"$divide": ["$a", "$b"]}]},
+        {"a": 6, "b": 0},
+        None,
+    ),
+    (
+        "cond divides",
+        {"$cond": [{"$eq": ["$b", 0]}, None, {"$divide": ["$a", "$b"]}]},
+        {"a": 6, "b": 2},
+        3.0,
+    ),
     ("cond branch missing", {"$cond": [True, "$nope", 1]}, {}, MISSING),
-    ("cond condition error", {"$cond": [{"$divide": [1, 0]}, 1, 2]}, {}, Err("can't $divide by zero")),
+    (
+        "cond condition error",
+        {"$cond": [{"$divide": [1, 0]}, 1, 2]},
+        {},
+        Err("can't $divide by zero"),
+    ),
     ("ifNull missing", {"$ifNull": ["$a", "default"]}, {}, "default"),
     ("ifNull zero kept", {"$ifNull": ["$a", "default"]}, {"a": 0}, 0),
     ("ifNull n-ary", {"$ifNull": [None, "$b", 3]}, {}, 3),
@@ -68,13 +83,26 @@ CASES: list[Case] = [
     ("ifNull error", {"$ifNull": [None, {"$divide": [1, 0]}]}, {}, Err("can't $divide by zero")),
     (
         "switch matches",
-        {"$switch": {"branches": [{"case": {"$lt": ["$v", 0]}, "then": "neg"}, {"case": {"$gt": ["$v", 0]}, "then": "pos"}], "default": "zero"}},
+        {
+            "$switch": {
+                "branches": [
+                    {"case": {"$lt": ["$v", 0]}, "then": "neg"},
+                    {"case": {"$gt": ["$v", 0]}, "then": "pos"},
+                ],
+                "default": "zero",
+            }
+        },
         {"v": 5},
         "pos",
     ),
     (
         "switch default",
-        {"$switch": {"branches": [{"case": {"$lt": ["$v", 0]}, "then": "neg"}], "default": "other"}},
+        {
+            "$switch": {
+                "branches": [{"case": {"$lt": ["$v", 0]}, "then": "neg"}],
+                "default": "other",
+            }
+        },
         {"v": 5},
         "other",
     ),
@@ -86,7 +114,11 @@ CASES: list[Case] = [
     ),
     (
         "switch lazy branches",
-        {"$switch": {"branches": [{"case": True, "then": 1}, {"case": True, "then": {"$divide": [1, 0]}}]}},
+        {
+            "$switch": {
+                "branches": [{"case": True, "then": 1}, {"case": True, "then": {"$divide": [1, 0]}}]
+            }
+        },
         {},
         1,
     ),

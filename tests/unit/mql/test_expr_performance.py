@@ -36,7 +36,9 @@ ADD_FIELDS = {
     "day": {"$dateToString": {"date": {"$toDate": "$timestamp"}, "format": "%Y-%m-%d"}},
     "label": {"$concat": ["$device_id", "-", {"$toString": "$group_id"}]},
     "hot": {"$and": [{"$gt": ["$obs.temp", 25]}, {"$in": ["$event_type", [0, 1]]}]},
-    "scaled": {"$map": {"input": "$samples", "in": {"$multiply": ["$$this", {"$ifNull": ["$factor", 1]}]}}},
+    "scaled": {
+        "$map": {"input": "$samples", "in": {"$multiply": ["$$this", {"$ifNull": ["$factor", 1]}]}}
+    },
 }
 DOC = {
     "device_id": "device_8",
@@ -50,14 +52,19 @@ DOC = {
 
 
 def _compile(spark: Any, exprs: dict[str, Any], doc: dict[str, Any]):
-    df = spark.createDataFrame([(json.dumps(doc),)], "doc string").select(F.parse_json("doc").alias("doc"))
+    df = spark.createDataFrame([(json.dumps(doc),)], "doc string").select(
+        F.parse_json("doc").alias("doc")
+    )
     bindings = Bindings()
     scope = Scope.for_document(F.col("doc"), F.lit(None).cast("variant"), bindings)
     problems = ProblemCollector()
     cols = []
     for name, expr in exprs.items():
         compiled = compile_expression(expr, scope, f"/{name}", problems)
-        cols += [F.to_json(compiled.value).alias(name), compiled.error_or_null().alias(f"{name}_error")]
+        cols += [
+            F.to_json(compiled.value).alias(name),
+            compiled.error_or_null().alias(f"{name}_error"),
+        ]
     assert not problems.problems
     return apply_bindings(df, bindings).select(*cols)
 
@@ -85,7 +92,9 @@ def test_cond_plan_is_small_and_compiles(spark):
 
 @pytest.mark.spark
 def test_bindings_beat_inlining(spark):
-    df = spark.createDataFrame([('{"a": 1, "s": "q"}',)], "doc string").select(F.parse_json("doc").alias("doc"))
+    df = spark.createDataFrame([('{"a": 1, "s": "q"}',)], "doc string").select(
+        F.parse_json("doc").alias("doc")
+    )
     bound, inline = Bindings(), None
     sizes = []
     for bindings in (bound, inline):

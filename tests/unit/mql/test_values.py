@@ -61,14 +61,24 @@ def test_compare_follows_bson_order(spark, with_kinds):
 
 @pytest.mark.spark
 def test_missing_sorts_before_null_and_equals_itself(spark):
-    row = spark.range(1).select(
-        V.compare(V.missing(), V.null()).alias("mn"),
-        V.equals(V.missing(), V.missing()).alias("mm"),
-        V.equals(V.literal(1), V.literal(1.0)).alias("num"),
-        V.equals(V.literal(9007199254740993), V.literal(9007199254740992)).alias("long"),
-        V.compare(V.literal("B"), V.literal("a"), "string", "string").alias("bytes"),
-    ).first()
-    assert (row["mn"], row["mm"], row["num"], row["long"], row["bytes"]) == (-1, True, True, False, -1)
+    row = (
+        spark.range(1)
+        .select(
+            V.compare(V.missing(), V.null()).alias("mn"),
+            V.equals(V.missing(), V.missing()).alias("mm"),
+            V.equals(V.literal(1), V.literal(1.0)).alias("num"),
+            V.equals(V.literal(9007199254740993), V.literal(9007199254740992)).alias("long"),
+            V.compare(V.literal("B"), V.literal("a"), "string", "string").alias("bytes"),
+        )
+        .first()
+    )
+    assert (row["mn"], row["mm"], row["num"], row["long"], row["bytes"]) == (
+        -1,
+        True,
+        True,
+        False,
+        -1,
+    )
 
 
 @pytest.mark.spark
@@ -83,30 +93,43 @@ def test_truthy(spark):
 
 @pytest.mark.spark
 def test_extractors_and_constructors(spark):
-    doc = F.parse_json(F.lit('{"i": 7, "d": 2.5, "s": "x", "b": true, "t": {"$date": "2024-01-01T00:00:01.500Z"}, "a": [1, "x"], "o": {"k": 1}}'))
+    doc = F.parse_json(
+        F.lit(
+            '{"i": 7, "d": 2.5, "s": "x", "b": true, "t": {"$date": "2024-01-01T00:00:01.500Z"}, "a": [1, "x"], "o": {"k": 1}}'
+        )
+    )
 
     def get(name):
         return F.try_variant_get(doc, f"$.{name}", "variant")
 
-    row = spark.range(1).select(
-        V.as_long(get("i")).alias("long"),
-        V.as_long(get("d")).alias("not_long"),
-        V.as_double(get("i")).alias("double"),
-        V.as_double(get("s")).alias("not_double"),
-        V.as_string(get("s")).alias("string"),
-        V.as_string(get("i")).alias("not_string"),
-        V.as_bool(get("b")).alias("bool"),
-        V.as_epoch_ms(get("t")).alias("millis"),
-        V.as_whole_number(V.literal(3.0)).alias("whole"),
-        V.as_whole_number(V.literal(3.5)).alias("not_whole"),
-        F.size(V.as_array(get("a"))).alias("size"),
-        V.as_object_map(get("o"))["k"].isNotNull().alias("map"),
-        F.to_json(V.from_epoch_ms(F.lit(1500))).alias("date"),
-        F.to_json(V.literal({"a": [1, None]})).alias("lit"),
-        F.to_json(V.from_double(F.lit(2))).alias("dbl"),
-    ).first()
+    row = (
+        spark.range(1)
+        .select(
+            V.as_long(get("i")).alias("long"),
+            V.as_long(get("d")).alias("not_long"),
+            V.as_double(get("i")).alias("double"),
+            V.as_double(get("s")).alias("not_double"),
+            V.as_string(get("s")).alias("string"),
+            V.as_string(get("i")).alias("not_string"),
+            V.as_bool(get("b")).alias("bool"),
+            V.as_epoch_ms(get("t")).alias("millis"),
+            V.as_whole_number(V.literal(3.0)).alias("whole"),
+            V.as_whole_number(V.literal(3.5)).alias("not_whole"),
+            F.size(V.as_array(get("a"))).alias("size"),
+            V.as_object_map(get("o"))["k"].isNotNull().alias("map"),
+            F.to_json(V.from_epoch_ms(F.lit(1500))).alias("date"),
+            F.to_json(V.literal({"a": [1, None]})).alias("lit"),
+            F.to_json(V.from_double(F.lit(2))).alias("dbl"),
+        )
+        .first()
+    )
     assert (row["long"], row["not_long"], row["double"], row["not_double"]) == (7, None, 7.0, None)
-    assert (row["string"], row["not_string"], row["bool"], row["millis"]) == ("x", None, True, 1704067201500)
+    assert (row["string"], row["not_string"], row["bool"], row["millis"]) == (
+        "x",
+        None,
+        True,
+        1704067201500,
+    )
     assert (row["whole"], row["not_whole"], row["size"], row["map"]) == (3, None, 2, True)
     assert json.loads(row["date"]) == {"$date": "1970-01-01T00:00:01.500Z"}
     assert json.loads(row["lit"]) == {"a": [1, None]}
@@ -120,7 +143,24 @@ def test_literal_kinds():
 
 
 def test_type_rank_order_matches_bson():
-    order = ["minKey", "missing", "null", "int", "string", "object", "array", "binData", "objectId", "bool", "date", "timestamp", "regex", "maxKey"]
+    order = [
+        "minKey",
+        "missing",
+        "null",
+        "int",
+        "string",
+        "object",
+        "array",
+        "binData",
+        "objectId",
+        "bool",
+        "date",
+        "timestamp",
+        "regex",
+        "maxKey",
+    ]
     ranks = [V.TYPE_RANK[name] for name in order]
     assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks)
-    assert V.TYPE_RANK["int"] == V.TYPE_RANK["long"] == V.TYPE_RANK["double"] == V.TYPE_RANK["decimal"]
+    assert (
+        V.TYPE_RANK["int"] == V.TYPE_RANK["long"] == V.TYPE_RANK["double"] == V.TYPE_RANK["decimal"]
+    )
