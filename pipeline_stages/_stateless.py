@@ -52,6 +52,17 @@ def add_fields(
     return Expr(value=result.value, error=first_error(*errors))
 
 
+def compile_add_fields(
+    fields: dict[str, Any], frame: StreamFrame, ctx: Any, body_path: str, *, operator: str
+) -> StreamFrame:
+    """Compile and apply an `$addFields`/`$set` body (the two stages differ only by name)."""
+    return apply_document(
+        frame,
+        lambda scope: add_fields(fields, scope, scope.current, body_path, ctx.problems),
+        operator=operator,
+    )
+
+
 def unset_fields(doc: Column, dotted_paths: list[str]) -> Column:
     """The document without the given (dotted) fields."""
     for dotted in dotted_paths:

@@ -26,6 +26,11 @@ from tests.conformance.spark_executor import SparkExecutor
 
 EXECUTORS: list[Any] = [
     pytest.param(ReferenceExecutor, id="reference"),
+]
+#: Executors that run the transcripts but not the Hypothesis properties, which cost one Spark
+#: micro-batch (~0.5 s) per step; tests/integration/test_window_properties.py covers them.
+TRANSCRIPT_EXECUTORS: list[Any] = [
+    *EXECUTORS,
     pytest.param(SparkExecutor, id="spark", marks=pytest.mark.spark),
 ]
 
@@ -35,7 +40,7 @@ def _executor_name(param: Any) -> str:
 
 
 def _cases() -> Iterator[Any]:
-    for executor in EXECUTORS:
+    for executor in TRANSCRIPT_EXECUTORS:
         for transcript in load_transcripts():
             marks = list(executor.marks)
             reason = transcript.xfail or transcript.notimpl.get(_executor_name(executor))
