@@ -43,13 +43,15 @@ def add_fields(
     fields: dict[str, Any], scope: Scope, doc: Column, path: str, problems: ProblemCollector
 ) -> Expr:
     """The document with every field set to its expression, all evaluated on the input."""
-    result = Expr(value=doc)
     errors: list[Column | None] = []
     for dotted, raw, tokens in flatten_fields(fields):
         value = compile_expression(raw, scope, join_path(path, *tokens), problems)
         errors.append(value.error)
-        result = Expr(value=set_field(result.value, dotted, Expr(value=value.value)).value)
-    return Expr(value=result.value, error=first_error(*errors))
+        # Each step references the document and the value several times: binding both keeps
+        # the plan linear in the number of fields (inlined, six fields overflowed codegen).
+        field_value = Expr(value=scope.bind(value.value))
+        doc = scope.bind(set_field(doc, dotted, field_value).value)
+    return Expr(value=doc, error=first_error(*errors))
 
 
 def compile_add_fields(
@@ -130,5 +132,5 @@ def project_document(
         source = f"${dotted}" if kind == "include" else raw
         value = compile_expression(source, scope, join_path(path, *tokens), problems)
         errors.append(value.error)
-        doc = set_field(doc, dotted, Expr(value=value.value)).value
+        doc = scope.bind(set_field(doc, dotted, Expr(value=scope.bind(value.value))).value)
     return Expr(value=doc, error=first_error(*errors))

@@ -49,13 +49,9 @@ DOCJ = "__w_doc"
 
 #: Value codes of shipped MQL values (`<prefix>_k`); see `ValueColumns`.
 CODE_MISSING = 0
-CODE_NULL = 1
 CODE_INT = 2
-CODE_LONG = 3
 CODE_DOUBLE = 4
 CODE_JSON = 5
-CODE_STRING = 6
-CODE_BOOL = 7
 
 LATE_REASON = "Input document arrived late."
 GROUP_OPERATOR = "GroupOperator"
@@ -89,8 +85,8 @@ def window_source(ctx: Any) -> WindowSource:
 
 @dataclass(frozen=True)
 class ValueColumns:
-    """One MQL value shipped as typed columns: `<p>_k` code, `<p>_i` BIGINT, `<p>_d` DOUBLE,
-    `<p>_j` STRING (raw text for strings, Extended JSON for other kinds)."""
+    """One MQL value shipped as typed columns: `<p>_k` code (missing, int/long, double, JSON),
+    `<p>_i` BIGINT and `<p>_d` DOUBLE for numbers, `<p>_j` Extended JSON for the rest."""
 
     prefix: str
 

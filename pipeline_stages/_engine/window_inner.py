@@ -218,38 +218,29 @@ def mark_inside_failures(frame: StreamFrame, *, dropped: bool) -> StreamFrame:
 # --------------------------------------------------------------------------- values
 
 
-_CODES = {
-    "missing": C.CODE_MISSING,
-    "null": C.CODE_NULL,
-    "int": C.CODE_INT,
-    "long": C.CODE_LONG,
-    "double": C.CODE_DOUBLE,
-    "string": C.CODE_STRING,
-    "bool": C.CODE_BOOL,
-}
-
-
 def value_columns(value: Column, target: C.ValueColumns, scope: Scope) -> dict[str, Column]:
-    """Typed columns for one MQL value (see `ValueColumns`); the value must be cheap."""
-    bound = scope.bind(value)
-    kind = scope.bind(V.kind_of(bound))
-    code = F.coalesce(
-        F.create_map(*[c for k, v in _CODES.items() for c in (F.lit(k), F.lit(v))])[kind],
-        F.lit(C.CODE_JSON),
-    )
-    integral = F.when(kind.isin("int", "long"), V.as_long(bound, kind)).when(
-        kind == "bool", F.try_variant_get(bound, "$", "boolean").cast("bigint")
-    )
-    double = F.when(kind == "double", F.try_variant_get(bound, "$", "double"))
-    text = F.when(kind == "string", F.try_variant_get(bound, "$", "string")).when(
-        ~kind.isin(*_CODES), F.to_json(bound)
+    """Typed columns for one MQL value (see `ValueColumns`).
+
+    Derived from the value's JSON text rather than its MQL type tag: `to_json` prints
+    integers without a point and doubles with one (or an exponent), so two `try_cast`s type
+    numbers, and everything else goes to Python as JSON. This keeps plans small (a type tag
+    costs a dozen variant probes per value).
+    """
+    text = scope.bind(F.to_json(value))
+    integral = scope.bind(text.try_cast("bigint"))
+    double = scope.bind(text.try_cast("double"))
+    code = (
+        F.when(text.isNull(), F.lit(C.CODE_MISSING))
+        .when(integral.isNotNull(), F.lit(C.CODE_INT))
+        .when(double.isNotNull(), F.lit(C.CODE_DOUBLE))
+        .otherwise(F.lit(C.CODE_JSON))
     )
     k, i, d, j = target.names
     return {
         k: code.cast("tinyint"),
         i: F.coalesce(integral, F.lit(0).cast("bigint")),
         d: F.coalesce(double, F.lit(0.0).cast("double")),
-        j: text,
+        j: F.when(integral.isNull() & double.isNull(), text),
     }
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from bson import Int64
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.json_text import prefer_double
@@ -44,16 +43,8 @@ def _decode(code: int, integral: int, double: float, text: Any) -> Any:
         return integral
     if code == C.CODE_DOUBLE:
         return double
-    if code == C.CODE_STRING:
-        return text
-    if code == C.CODE_LONG:
-        return Int64(integral)
     if code == C.CODE_MISSING:
         return MISSING
-    if code == C.CODE_NULL:
-        return None
-    if code == C.CODE_BOOL:
-        return bool(integral)
     return decode_json(text)
 
 
