@@ -22,4 +22,8 @@ def spark() -> Iterator[object]:
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
     )
     yield session
+    # Stop queries a failed test may have left running before the context goes away, or they
+    # log "Cannot call methods on a stopped SparkContext" at exit.
+    for query in session.streams.active:
+        query.stop()
     session.stop()
