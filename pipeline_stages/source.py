@@ -223,7 +223,8 @@ class SourceSpec(CheckedSpec):
 def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
     """Read the stream for this source, then parse, time-stamp and project metadata.
 
-    Sources available: `documents` and the `Sample` connection (`sample_stream_solar`). The
+    Sources available: `documents`, the `Sample` connection (`sample_stream_solar`) and
+    `HttpIngest` connections (the spool behind `POST /ingest/{connection}`). The
     other connection types are rejected here with `unsupported_option` until their
     connectors exist, never silently ignored.
     """
@@ -232,6 +233,7 @@ def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
 
     body = join_path(path, KEY)
     raw, total = _read_stream(spec, ctx, body)
+    raw = _observe_input(raw)
     frame = ingest(
         raw,
         time_field=spec.time_field,
@@ -281,12 +283,56 @@ def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None
     if connection.type == "Sample":
         rate = str(connection.config.get("rate", 10))
         return reader.format(sample_solar.FORMAT).option("rate", rate).load(), None
+    if connection.type == "HttpIngest":
+        return _read_http_ingest(spec, ctx, connection), None
     ctx.problems.error(
         join_path(body, "connectionName"),
         ProblemCode.UNSUPPORTED_OPTION,
         f"$source on a {connection.type} connection is not available yet",
     )
     return _empty_stream(ctx), 0
+
+
+#: The observed-metrics name under which each micro-batch reports the records and bytes read
+#: from the source (`StreamingQueryProgress.observedMetrics`); the service's stats read it
+#: for Atlas's `inputMessageCount` / `inputMessageSize`.
+INPUT_METRICS = "sluice_source_input"
+
+
+def _observe_input(raw: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return raw.observe(
+        INPUT_METRICS,
+        F.count(F.lit(1)).alias("count"),
+        F.coalesce(F.sum(F.octet_length("raw")), F.lit(0)).alias("bytes"),
+    )
+
+
+def _read_http_ingest(spec: SourceSpec, ctx: Any, connection: Any) -> Any:
+    """The connection's spool from a start position (`latest`) or its beginning (`earliest`).
+
+    Spark does not checkpoint a Python source's initial offset, so a query whose first batch
+    never committed asks for it again on restart. The service therefore fixes the start once
+    per checkpoint and passes it as `startSeq` in the connection's config; without it (an
+    ephemeral run) the start is the spool's end now.
+    """
+    from pipeline_stages._engine.sources import http_ingest
+    from service.stores.spool import Spool
+
+    earliest = spec.config.auto_offset_reset in ("earliest", "beginning", "smallest")
+    start = connection.config.get("startSeq")
+    if earliest:
+        start = 0
+    elif start is None:
+        start = Spool(ctx.data_dir).latest_seq(connection.name)
+    return (
+        ctx.spark.readStream.format(http_ingest.FORMAT)
+        .option("dataDir", str(ctx.data_dir))
+        .option("connection", connection.name)
+        .option("startSeq", str(int(start)))
+        .load()
+    )
 
 
 def _empty_stream(ctx: Any) -> Any:

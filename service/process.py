@@ -35,6 +35,10 @@ class StdoutWriter:
     print_outputs: bool = True
     open_windows_by_bucket: dict[int, int] = field(default_factory=dict)
     batches: int = 0
+    #: Micro-batch id of the latest window stats (None before any).
+    stats_batch: int | None = None
+    #: Id of the first micro-batch seen with the finite source exhausted (see `_finished`).
+    exhausted_batch: int | None = None
 
     def write(self, batch: BatchResult) -> None:
         """Print one micro-batch in emission order."""
@@ -46,6 +50,7 @@ class StdoutWriter:
         self.out.flush()
         for stats in batch.stats:
             self.open_windows_by_bucket[int(stats.get("bucket", 0))] = int(stats["openWindows"])
+            self.stats_batch = batch.batch_id
         self.batches += 1
 
     @property
@@ -161,8 +166,19 @@ def _run_query(
 
 
 def _finished(compiled: Any, query: Any, writer: StdoutWriter) -> bool:
+    """A finite source is exhausted and no window can still close on the clock.
+
+    The window operator's stats are only trusted from the micro-batch that consumed the last
+    records onwards: earlier stats describe a stream that was still growing.
+    """
     if compiled.finite_total is None:
         return False
-    if source_position(query.lastProgress) != compiled.finite_total:
+    progress = query.lastProgress
+    if source_position(progress) != compiled.finite_total:
         return False
-    return not compiled.closes_on_clock or writer.open_windows == 0
+    if not compiled.closes_on_clock:
+        return True
+    if writer.exhausted_batch is None:
+        writer.exhausted_batch = int(progress["batchId"])
+    fresh = writer.stats_batch is not None and writer.stats_batch >= writer.exhausted_batch
+    return fresh and writer.open_windows == 0

@@ -70,6 +70,8 @@ def compile_after_source(
 
     source_stage, *rest = parsed.stages
     ctx.window_source = _window_source(source_stage.spec, source_plan, test_clock, partitions)  # type: ignore[attr-defined]
+    if any(stage.key in WINDOW_KEYS for stage in rest):
+        _bound_state_partitions(ctx)
     frame: StreamFrame = source_plan.frame
     sink: Any | None = None
     window: WindowPlan | None = None
@@ -96,6 +98,20 @@ def compile_after_source(
         sink=sink,
         source_type=source_plan.source_type,
     )
+
+
+def _bound_state_partitions(ctx: CompileContext) -> None:
+    """Keep a window query from running 200 state-store partitions per micro-batch.
+
+    The window operator's state lives in `spark.sql.shuffle.partitions` partitions, fixed when
+    the query starts; with Spark's default of 200 every micro-batch (idle ones included) runs
+    200 tasks, measured at ~28 s per batch on 2 cores. A session that kept the default gets
+    one partition per window bucket instead. (Better set in the session's base configuration.)
+    """
+    conf = ctx.spark.conf
+    if conf.get("spark.sql.shuffle.partitions") == "200":
+        buckets = conf.get("spark.sluice.window.buckets", "1") or "1"
+        conf.set("spark.sql.shuffle.partitions", buckets)
 
 
 def _window_source(

@@ -12,6 +12,7 @@ partition expression sends the document to the DLQ on arrival.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql import Column
@@ -68,6 +69,7 @@ def compile_group(
     columns: dict[str, Column] = {}
     invalid: list[Column] = []
     plans = []
+    shared: dict[str, C.ValueColumns] = {}  # one set of columns per distinct input expression
     for index, (name, op, argument) in enumerate(accs):
         where = join_path(body, name, op)
         expr, sort_fields = _input_exprs(op, argument, where, problems)
@@ -77,8 +79,11 @@ def compile_group(
             compiled = compile_expression(source, scope, where, problems)
             if compiled.error is not None:
                 errors.append(compiled.error)
-            target = C.ValueColumns(f"__w_a{index}_{n}")
-            columns.update(value_columns(compiled.value, target, scope))
+            text = json.dumps(source, sort_keys=True, default=str)
+            target = shared.get(text)
+            if target is None:
+                target = shared[text] = C.ValueColumns(f"__w_a{index}_{n}")
+                columns.update(value_columns(compiled.value, target, scope))
             inputs.append(target)
             if op == "$mergeObjects" and n == 0:
                 kind = scope.bind(V.kind_of(scope.bind(compiled.value)))

@@ -14,18 +14,16 @@ position) becomes the envelope's `window_key`, which makes sink ids deterministi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline_stages._engine import window_config as C
-from pipeline_stages._engine.window_values import decode_json, with_window
+from pipeline_stages._engine.window_values import decode_json, encode, with_window
 from pipeline_stages._mql.pyvalues import (
     MISSING,
     get_path,
     set_path,
     sort_key,
-    to_ejson,
 )
 from pipeline_stages._windowing.acc_ordered import parse_sort_spec, sort_value_key
 from pipeline_stages._windowing.accumulators import Accumulator, make_accumulator
@@ -35,7 +33,7 @@ Output = tuple[str, Any]
 
 def key_text(value: Any) -> str:
     """Deterministic text of a group key (the envelope's `window_key`)."""
-    return json.dumps(to_ejson(value), sort_keys=True, separators=(",", ":"))
+    return encode(value)
 
 
 class GroupRuntime:
@@ -104,6 +102,34 @@ class GroupRuntime:
             out.append((key_text(key), doc))
         return out
 
+    def output_texts(
+        self,
+        groups: Mapping[Any, list[Any]],
+        *,
+        window: dict[str, Any],
+        meta_text: str,
+        source: C.WindowSource,
+    ) -> list[tuple[str, str]]:
+        """`outputs` encoded straight to JSON text (no stages follow): the hot path."""
+        names = [encode(plan.name) for plan in self.plan.accumulators]
+        head = f',"{source.meta_field}":{meta_text}' if source.meta_field else ""
+        out = []
+        for _, key, states in sorted(groups.values(), key=lambda g: g[0]):
+            fields = ",".join(
+                name + ":" + encode(self._finalize(acc, plan, state, window, source))
+                for name, acc, plan, state in zip(
+                    names, self.accs, self.plan.accumulators, states, strict=True
+                )
+            )
+            key_json = encode(key)
+            if self.plan.count_field is not None:
+                out.append((key_json, "{" + fields + "}"))
+            else:
+                out.append(
+                    (key_json, '{"_id":' + key_json + head + ("," + fields if fields else "") + "}")
+                )
+        return out
+
     @staticmethod
     def _finalize(
         acc: Accumulator,
@@ -112,13 +138,36 @@ class GroupRuntime:
         window: dict[str, Any],
         source: C.WindowSource,
     ) -> Any:
-        result = acc.finalize(state)
+        result = fast_finalize(acc, state)
         if not plan.root_input:
             return result
         # A `$$ROOT` argument is the document as the window sees it, window included.
         if isinstance(result, list):
             return [with_window(v, source.meta_field, window) for v in result]
         return with_window(result, source.meta_field, window)
+
+
+def fast_finalize(acc: Accumulator, state: Any) -> Any:
+    """`acc.finalize(state)`, with a shortcut for double `$sum`/`$avg` results.
+
+    The exact sum `int_sum + num / den` (see `acc_numeric._ExactSum`) rounds to the same double
+    as `float(Fraction)` when divided as integers, without building Fractions; any other case
+    (integers, infinities, NaN, decimals, overflow) goes to the accumulator.
+    """
+    if acc.op in ("$sum", "$avg") and state[7] == 2 and not (state[4] or state[5] or state[6]):
+        count, total, num, den = state[0], state[1], state[2], state[3]
+        if acc.op == "$avg":
+            if count == 0:
+                return None
+            den *= count
+            total_num = total * state[3] + num
+        else:
+            total_num = total * den + num
+        try:
+            return total_num / den
+        except OverflowError:
+            return acc.finalize(state)
+    return acc.finalize(state)
 
 
 def fold(

@@ -9,15 +9,29 @@ watermark comes from the source (filtered and failed documents still advance it)
 operator's output is the query's only output (failed rows leave as DLQ envelopes). The
 operator keeps its own watermark, so no Spark `withWatermark` is involved.
 
-Buckets: one bucket by default, which gives exact global idleness and per-document lateness.
-`spark.sluice.window.buckets` > 1 spreads groups over buckets by hash; see
-`window_operator` for what that weakens.
+Buckets: one bucket by default, which gives Atlas's semantics exactly: one watermark over the
+whole stream, per-document lateness in arrival order, global idleness. Setting the Spark conf
+`spark.sluice.window.buckets` to P > 1 (parallel mode) spreads groups over P buckets by a hash
+of the `$group` key (sessions/sliding: the partition key), so P Python workers share the work.
+Each bucket is then an independent operator, which weakens the semantics:
+
+* a bucket's watermark only advances with the documents of its own keys (and the ticks and
+  failed documents hashed to it), so windows close, and documents are judged late, per
+  bucket: a key whose bucket sees no newer document keeps its windows open longer than Atlas
+  would, and a document is only late relative to earlier documents of its bucket;
+* idleness is per bucket: a bucket without input in a micro-batch counts as idle even when
+  other buckets had input (`idleTimeout` can close its windows earlier than Atlas);
+* a partitioned source's partitions are only known to a bucket once one of its keys arrived
+  on them (a declared partition count is ignored), and partition idleness is per bucket.
+
+Results stay independent of the micro-batch size (each bucket still decides in arrival order)
+but are not Atlas's results in general.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -121,6 +135,11 @@ def compile_window(
     source = C.window_source(ctx)
     problems = ctx.problems
     split = split_inner(inner_stages(spec, path, key), problems)
+    if kind != "fixed" and not split.blocking:
+        # A session/sliding window is only known when it closes, and a window without a
+        # blocking stage is stateless inside: run it all on the emitted documents, where the
+        # window is known (its errors then reach the DLQ at close, as for the other stages).
+        split = InnerSplit(prefix=(), blocking=(), suffix=split.prefix)
     first = split.blocking[0] if split.blocking else None
     group_stage = first if first is not None and first.key in ("$group", "$count") else None
     per_document = [*split.prefix, *([group_stage] if group_stage else [])]
@@ -155,6 +174,10 @@ def compile_window(
         exploded=exploded,
         first_operator=split.first_operator,
     )
+    buckets = _bucket_count(ctx)
+    if buckets > 1:
+        # A bucket only sees the partitions its keys arrive on (see the module docstring).
+        source = replace(source, partitions=None)
     op_spec = C.OperatorSpec(
         kind=kind,
         geometry=geometry,
@@ -165,7 +188,7 @@ def compile_window(
         source=source,
         has_dlq=ctx.has_dlq,
         partitioned=partition_by is not None,
-        bucket_count=_bucket_count(ctx),
+        bucket_count=buckets,
     )
     envelopes = _operator(frame, op_spec)
     closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
@@ -181,6 +204,27 @@ def compile_window(
     )
 
 
+def _bucket(spec: C.OperatorSpec) -> Any:
+    """The bucket of each row: 0, or with `P` buckets a hash of the group/partition key.
+
+    In bucketed mode rows without a key (ticks, failures before the window, pass-through
+    documents) spread by source position, and the test clock's rows go to every bucket.
+    """
+    count = spec.bucket_count
+    if count == 1:
+        return F.lit(0)
+    by_position = F.pmod(F.hash(F.col(SEQ), F.col(PART)), F.lit(count))
+    key = C.KEY if spec.inner.group is not None else (C.PKEY if spec.kind != "fixed" else None)
+    bucket = by_position
+    if key is not None:
+        entered = F.col(C.FLAG).isin(*C.ENTERED)
+        bucket = F.when(entered, F.pmod(F.hash(F.col(key)), F.lit(count))).otherwise(bucket)
+    if spec.source.test_clock:
+        every = F.sequence(F.lit(0), F.lit(count - 1))
+        return F.explode(F.when(F.col(C.FLAG) == C.FLAG_CLOCK, every).otherwise(F.array(bucket)))
+    return bucket
+
+
 def _operator(frame: StreamFrame, spec: C.OperatorSpec) -> Any:
     """Ship the compact columns to the operator and run it."""
     inner = spec.inner
@@ -191,19 +235,18 @@ def _operator(frame: StreamFrame, spec: C.OperatorSpec) -> Any:
         columns.append(C.WSTART)
     if inner.group is not None:
         columns.append(C.KEY)
-        for acc in inner.group.accumulators:
-            for values in acc.inputs:
-                columns.extend(values.names)
+        shipped = {
+            values.prefix: values for acc in inner.group.accumulators for values in acc.inputs
+        }
+        for values in shipped.values():
+            columns.extend(values.names)
     if spec.kind != "fixed":
         columns.append(C.PKEY)
     if inner.needs_doc:
         df = df.withColumn(C.DOCJ, F.when(F.col(C.FLAG) == C.FLAG_OK, F.to_json(F.col(DOC))))
         columns.append(C.DOCJ)
-    bucket = F.lit(0)
-    if spec.bucket_count > 1:
-        by = C.KEY if inner.group is not None else (C.PKEY if spec.kind != "fixed" else SEQ)
-        bucket = F.pmod(F.hash(F.col(by)), F.lit(spec.bucket_count))
-    compact = df.select(bucket.cast("int").alias(C.BUCKET), *columns)
+    bucket = _bucket(spec)
+    compact = df.select(bucket.alias(C.BUCKET), *columns)
     timeout = (
         GroupStateTimeout.NoTimeout
         if spec.source.test_clock

@@ -13,6 +13,7 @@ import pandas as pd
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.envelope import KIND_DLQ
 from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
+from pipeline_stages._engine.json_text import prefer_double
 from pipeline_stages._engine.window_values import date_json, decode_json, encode
 
 ENVELOPE_COLUMNS = (
@@ -33,6 +34,8 @@ class Emitter:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     results: int = 0
     dlq_count: int = 0
+    #: Orders rows written when a window closes (results, and DLQ records written then).
+    closing: int = 0
 
     def dlq(
         self,
@@ -47,9 +50,18 @@ class Emitter:
         operator: str,
         missed: list[int] | None = None,
         window_start: int | None = None,
+        at: tuple[int, int] | None = None,
     ) -> None:
-        """One DLQ envelope (`missed`: the `missedWindowStartTimes` of a late document)."""
+        """One DLQ envelope (`missed`: the `missedWindowStartTimes` of a late document).
+
+        `at` is the `(seq, part)` of the document that closed a window, for records written at
+        close: they then sort with that window's results, whatever the batch size.
+        """
         missed_json = None if missed is None else json.dumps([date_json(s) for s in missed])
+        if at is not None:
+            seq, part = at
+            sub = RESULT_SUB_BASE + self.closing
+            self.closing += 1
         self.dlq_count += 1
         self.rows.append(
             (KIND_DLQ, part, seq, sub, event_ms, doc, meta, reason, operator, missed_json,
@@ -65,14 +77,15 @@ class Emitter:
         end: int,
         key: str,
         doc: str,
-        meta: dict[str, Any],
+        meta: str,
     ) -> None:
-        """One closed-window result document (JSON already encoded)."""
+        """One closed-window result document (document and metadata already encoded)."""
         self.rows.append(
-            (KIND_OUTPUT, part, seq, RESULT_SUB_BASE + self.results, end, doc, encode(meta),
+            (KIND_OUTPUT, part, seq, RESULT_SUB_BASE + self.closing, end, doc, meta,
              None, None, None, start, key)
         )  # fmt: skip
         self.results += 1
+        self.closing += 1
 
     def stats(self, doc: dict[str, Any], *, part: int, seq: int) -> None:
         """The per-batch stats row (`sluice process` reads `openWindows`)."""
@@ -90,6 +103,13 @@ class Emitter:
             df[name] = df[name].astype("int64")
         df["window_start"] = df["window_start"].astype("Int64")
         return df
+
+
+def late_doc(orig: Any) -> str | None:
+    """The JSON text of a late document (shipped as a VARIANT, see `window_inner.with_flags`)."""
+    if orig is None or isinstance(orig, str):
+        return orig
+    return prefer_double(orig.toJson())
 
 
 def late_meta(orig: str | None, source: C.WindowSource) -> str:

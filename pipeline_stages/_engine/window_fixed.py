@@ -26,8 +26,15 @@ import numpy.typing as npt
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.window_clock import Clock
-from pipeline_stages._engine.window_emit import WINDOW_SUB_STEP, Emitter, Segment, late_meta
+from pipeline_stages._engine.window_emit import (
+    WINDOW_SUB_STEP,
+    Emitter,
+    Segment,
+    late_doc,
+    late_meta,
+)
 from pipeline_stages._engine.window_inner_rt import InnerRuntime
+from pipeline_stages._engine.window_values import window_meta
 from pipeline_stages._windowing.watermark import idle_close_end
 
 
@@ -132,9 +139,10 @@ class FixedWindows:
             if orig[r] is None or ident in seen:
                 continue  # another row of the same document, or no DLQ configured
             seen.add(ident)
+            doc = late_doc(orig[r])
             self.out.dlq(
                 part=int(seg.part[r]), seq=int(seg.seq[r]), sub=int(seg.sub[r]),
-                event_ms=int(seg.ts[r]), doc=orig[r], meta=late_meta(orig[r], self.spec.source),
+                event_ms=int(seg.ts[r]), doc=doc, meta=late_meta(doc, self.spec.source),
                 reason=C.LATE_REASON, operator=self.spec.inner.first_operator,
                 missed=starts[i][missed[i]].tolist(),
             )  # fmt: skip
@@ -153,14 +161,19 @@ class FixedWindows:
         df = seg.df
         docs, metas = df[C.FDOC].to_numpy(), df[C.FMETA].to_numpy()
         reasons, operators = df[C.REASON].to_numpy(), df[C.OPERATOR].to_numpy()
+        exploded = self.spec.inner.exploded
         for i in np.flatnonzero(failed).tolist():
             r = int(rows[i])
             for n, start in enumerate(starts[i][assigned[i]].tolist()):
                 reason = self.inner.failure_reason(seg, r, reasons[r])
+                doc, meta = docs[r], metas[r]
+                if not exploded:  # the shipped document does not hold the window yet
+                    window = window_meta(start, start + self.size)
+                    doc, meta = self.inner.with_window(doc, meta, window)
                 self.out.dlq(
                     part=int(seg.part[r]), seq=int(seg.seq[r]),
                     sub=int(seg.sub[r]) + n * WINDOW_SUB_STEP, event_ms=int(seg.ts[r]),
-                    doc=docs[r], meta=metas[r], reason=reason, operator=operators[r],
+                    doc=doc, meta=meta, reason=reason, operator=operators[r],
                     window_start=start,
                 )  # fmt: skip
 

@@ -20,13 +20,19 @@ from pipeline_stages._engine.window_blocking import (
     GroupRuntime,
     Output,
     buffered_outputs,
-    fold,
     run_later,
     sort_outputs,
 )
 from pipeline_stages._engine.window_emit import Emitter, Segment
+from pipeline_stages._engine.window_fast import first_per_group, partials
 from pipeline_stages._engine.window_inner import MERGE_INVALID
-from pipeline_stages._engine.window_values import decode_column, decode_json, encode, window_meta
+from pipeline_stages._engine.window_values import (
+    decode_column,
+    decode_json,
+    encode,
+    window_meta,
+    with_window,
+)
 from pipeline_stages._mql.pyvalues import MISSING, MqlError, sort_key
 
 
@@ -52,11 +58,18 @@ class InnerRuntime:
 
     def keys(self, df: pd.DataFrame, rows: npt.NDArray[np.int64]) -> tuple[list[Any], list[Any]]:
         """Group key values and their normalised forms (BSON equality) for `rows`."""
+        codes, values, norms = self.distinct_keys(df, rows)
+        return [values[c] for c in codes], [norms[c] for c in codes]
+
+    @staticmethod
+    def distinct_keys(
+        df: pd.DataFrame, rows: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], list[Any], list[Any]]:
+        """`(code per row, distinct key values, their normalised forms)` for `rows`."""
         codes, uniques = pd.factorize(df[C.KEY].to_numpy()[rows])
         values = [decode_json(text) for text in uniques]
         values = [None if v is MISSING else v for v in values]
-        norms = [sort_key(v) for v in values]
-        return [values[c] for c in codes], [norms[c] for c in codes]
+        return codes, values, [sort_key(v) for v in values]
 
     def inputs(self, df: pd.DataFrame, rows: npt.NDArray[np.int64]) -> list[list[list[Any]]]:
         """Per row, per accumulator, the decoded input values."""
@@ -87,12 +100,37 @@ class InnerRuntime:
                 ident = f"{seg.part[r]}:{seg.seq[r]}:{seg.sub[r]}"
                 windows[int(starts[i])].append((int(orders[i]), ident, texts[i]))
             return
-        unique_rows, back = np.unique(rows, return_inverse=True)
-        keys, norms = self.keys(seg.df, unique_rows)
-        inputs = self.inputs(seg.df, unique_rows)
-        for i, start in enumerate(starts.tolist()):
-            u = back[i]
-            fold(self.group, windows[start], [(int(orders[i]), norms[u], keys[u], inputs[u])])
+        self._fold_groups(windows, seg.df, rows, starts, orders)
+
+    def _fold_groups(
+        self,
+        windows: dict[Any, Any],
+        df: pd.DataFrame,
+        rows: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+        orders: npt.NDArray[np.int64],
+    ) -> None:
+        """Fold a batch's items group by group (`window_fast`), then merge into the windows."""
+        group = self.group
+        assert group is not None  # noqa: S101 - only called in $group mode
+        codes, values, norms = self.distinct_keys(df, rows)
+        norm_ids: dict[Any, int] = {}
+        # Texts of equal keys (`1` and `1.0`) share one id.
+        per_code = np.array([norm_ids.setdefault(norm, len(norm_ids)) for norm in norms])
+        window_ids, window_starts = pd.factorize(starts)
+        g, _ = pd.factorize(window_ids.astype(np.int64) * len(norm_ids) + per_code[codes])
+        n = int(g.max()) + 1
+        first = first_per_group(g, [orders])
+        memo: dict[Any, Any] = {}
+        states = [
+            partials(acc, plan, df, rows, g, n, orders, memo)
+            for acc, plan in zip(group.accs, group.plan.accumulators, strict=True)
+        ]
+        for gid, item in enumerate(first[np.argsort(g[first])].tolist()):
+            code = int(codes[item])
+            entry = [int(orders[item]), values[code], [column[gid] for column in states]]
+            window = windows[int(window_starts[window_ids[item]])]
+            group.merge_into(window, norms[code], entry)
 
     def failure_reason(self, seg: Segment, row: int, reason: str) -> str:
         """The DLQ reason of a failed row (formats `$mergeObjects`'s placeholder)."""
@@ -106,6 +144,18 @@ class InnerRuntime:
         except MqlError as error:
             return f"Failed to process input document in {C.GROUP_OPERATOR} with error: {error}"
         return reason  # unreachable: the native check and `validate` agree
+
+    def with_window(
+        self, doc: str | None, meta: str | None, window: dict[str, Any]
+    ) -> tuple[str | None, str | None]:
+        """A failed document and its `_stream_meta` as the window's inner stages saw them
+        (with the window), for a DLQ record written where the window was not shipped."""
+        field = self.spec.source.meta_field
+        decoded = decode_json(doc) if doc is not None else None
+        if not field or not isinstance(decoded, dict):
+            return doc, meta
+        decoded = with_window(decoded, field, window)
+        return encode(decoded), encode(decoded[field])
 
     # ------------------------------------------------------------------ emission
 
@@ -136,7 +186,7 @@ class InnerRuntime:
         if self.out is None:
             raise RuntimeError("InnerRuntime.emit needs an emitter (bind)")
         window = window_meta(start, end, partition)
-        meta = {"source": {"type": self.spec.source.source_type}, "window": window}
+        meta = encode({"source": {"type": self.spec.source.source_type}, "window": window})
         if self.group is None and not inject and self.inner.sort is None and not self.inner.later:
             # Pass-through: the documents already hold the window; skip decoding them.
             for _, ident, text in sorted(content, key=lambda item: item[0]):
@@ -145,8 +195,14 @@ class InnerRuntime:
                     doc=prefer_double(text), meta=meta,
                 )  # fmt: skip
             return
-        for key, doc in self.outputs(content, window, inject=inject):
+        if self.group is not None and not self.inner.later:
+            texts = self.group.output_texts(
+                content, window=window, meta_text=meta, source=self.spec.source
+            )
+        else:
+            texts = [(k, encode(d)) for k, d in self.outputs(content, window, inject=inject)]
+        for key, text in texts:
             self.out.result(
-                part=part, seq=seq, start=start, end=end, key=key_prefix + key,
-                doc=encode(doc), meta=meta,
+                part=part, seq=seq, start=start, end=end, key=key_prefix + key, doc=text,
+                meta=meta,
             )  # fmt: skip

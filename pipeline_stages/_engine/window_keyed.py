@@ -18,9 +18,9 @@ import pandas as pd
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.window_blocking import fold, key_text
-from pipeline_stages._engine.window_emit import Emitter, Segment, late_meta
+from pipeline_stages._engine.window_emit import Emitter, Segment, late_doc, late_meta
 from pipeline_stages._engine.window_inner_rt import InnerRuntime
-from pipeline_stages._engine.window_values import decode_json
+from pipeline_stages._engine.window_values import decode_json, window_meta
 from pipeline_stages._mql.pyvalues import MISSING, sort_key
 
 
@@ -106,9 +106,10 @@ class LateOnce:
         if ident in self.seen or self.orig[r] is None:
             return
         self.seen.add(ident)
+        doc = late_doc(self.orig[r])
         self.out.dlq(
             part=int(seg.part[r]), seq=int(seg.seq[r]), sub=int(seg.sub[r]), event_ms=int(seg.ts[r]),
-            doc=self.orig[r], meta=late_meta(self.orig[r], self.spec.source),
+            doc=doc, meta=late_meta(doc, self.spec.source),
             reason=C.LATE_REASON, operator=self.spec.inner.first_operator, missed=missed,
         )  # fmt: skip
 
@@ -126,12 +127,14 @@ def emit_members(
 ) -> None:
     """Run a closed window over its members: inner errors to the DLQ, then the results."""
     ordered = sorted(members, key=lambda m: m.order)
+    window = window_meta(start, end, partition)
     for member in ordered:
         if member.failure is not None:
             part, seq, sub, ts, doc, meta, reason, operator = member.failure
+            doc, meta = inner.with_window(doc, meta, window)
             out.dlq(
                 part=part, seq=seq, sub=sub, event_ms=ts, doc=doc, meta=meta, reason=reason,
-                operator=operator, window_start=start,
+                operator=operator, window_start=start, at=position,
             )  # fmt: skip
     items = [m for m in ordered if m.item is not None]
     if inner.group is not None:
@@ -146,7 +149,9 @@ def emit_members(
     )  # fmt: skip
 
 
-def close_position(seg: Segment | None, adjusted_after: Any, end: int, fallback: tuple[int, int]) -> tuple[int, int]:
+def close_position(
+    seg: Segment | None, adjusted_after: Any, end: int, fallback: tuple[int, int]
+) -> tuple[int, int]:
     """`(seq, part)` of the position whose watermark closed a window ending at `end`."""
     if seg is None or not len(adjusted_after):
         return fallback
@@ -155,4 +160,12 @@ def close_position(seg: Segment | None, adjusted_after: Any, end: int, fallback:
     return int(seg.seq[r]), int(seg.part[r])
 
 
-__all__ = ["Member", "Rows", "LateOnce", "close_position", "decode_rows", "emit_members", "key_text"]
+__all__ = [
+    "Member",
+    "Rows",
+    "LateOnce",
+    "close_position",
+    "decode_rows",
+    "emit_members",
+    "key_text",
+]

@@ -18,7 +18,9 @@ row (`openWindows` is what `sluice process` waits on).
 
 from __future__ import annotations
 
+import gc
 import pickle
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -31,6 +33,14 @@ from pipeline_stages._engine.window_emit import Emitter, Segment
 from pipeline_stages._engine.window_values import date_json
 
 STATE_SCHEMA = "blob BINARY"
+
+# PySpark pads this operator's output with all-NA frames and concatenates them, which pandas
+# 2.x warns about on every call; the padding is PySpark's and harmless.
+warnings.filterwarnings(
+    "ignore",
+    message="The behavior of DataFrame concatenation with empty or all-NA entries",
+    category=FutureWarning,
+)
 _STATE_VERSION = 1
 
 
@@ -127,6 +137,19 @@ def make_operator(spec: C.OperatorSpec) -> Callable[..., Iterator[pd.DataFrame]]
     """The function for `applyInPandasWithState` (state schema `STATE_SCHEMA`)."""
 
     def operate(
+        key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
+        # The state holds many small lists; cyclic GC passes over them cost more than the
+        # work itself, and the operator creates no reference cycles worth collecting.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield from _operate(key, pdfs, state)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _operate(
         key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any
     ) -> Iterator[pd.DataFrame]:
         frames = [pdf for pdf in pdfs if len(pdf)]

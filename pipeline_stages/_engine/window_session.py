@@ -14,6 +14,7 @@ and later documents older than the closed sessions' end are late.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,14 +43,18 @@ class Session:
     span: SessionSpan
     partition: Any
     partition_text: str
+    uid: int
     members: list[Member] = field(default_factory=list)
 
 
 @dataclass
 class SessionState:
-    """Open sessions by normalised partition key, and the idle-close floor."""
+    """Open sessions by normalised partition key, a heap of their ends (stale entries are
+    skipped), and the idle-close floor."""
 
     sessions: dict[Any, list[Session]] = field(default_factory=dict)
+    heap: list[tuple[int, int, Any]] = field(default_factory=list)
+    next_uid: int = 0
     floor: int | None = None
 
 
@@ -70,7 +75,9 @@ class SessionWindows:
         """The session window's end: last event + gap."""
         return session.span.max_ts + self.gap
 
-    def segment(self, seg: Segment, before: npt.NDArray[np.int64], after: npt.NDArray[np.int64]) -> None:
+    def segment(
+        self, seg: Segment, before: npt.NDArray[np.int64], after: npt.NDArray[np.int64]
+    ) -> None:
         """Process one segment with input, document by document."""
         seg.emit_failed_before(self.out)
         adjusted_after = after - self.lateness
@@ -81,7 +88,9 @@ class SessionWindows:
             late = LateOnce(seg, self.out, self.spec)
             for i, r in enumerate(rows.tolist()):
                 adjusted = int(before[seg.pos[r]]) - self.lateness
-                self._close(decoded.norms[i], adjusted, seg, adjusted_after)
+                # Sessions the watermark before this document passed close first, all of
+                # them in one order, so emissions do not depend on the batch size.
+                self.close_due(adjusted, seg, adjusted_after)
                 self._place(decoded, i, r, adjusted, late)
         self.close_due(int(self.clock.combined) - self.lateness, seg, adjusted_after)
 
@@ -94,34 +103,30 @@ class SessionWindows:
         if not absorbed and member.t < floor:
             late(r, None)
             return
-        session = Session(merged, decoded.values[i], decoded.texts[i])
+        state = self.state
+        session = Session(merged, decoded.values[i], decoded.texts[i], uid=state.next_uid)
+        state.next_uid += 1
         for old in [s for s in sessions if s.span in absorbed]:
             session.members.extend(old.members)
             sessions.remove(old)
         session.members.append(member)
         sessions.append(session)
-
-    def _close(self, norm: Any, adjusted: int, seg: Segment | None, adjusted_after: Any) -> None:
-        """Close the partition's sessions that the watermark before a document passed."""
-        sessions = self.state.sessions.get(norm, [])
-        for session in sorted(
-            (s for s in sessions if adjusted >= self.end(s)), key=lambda s: s.span
-        ):
-            sessions.remove(session)
-            self._emit(session, seg, adjusted_after)
+        heapq.heappush(state.heap, (self.end(session), session.uid, norm))
 
     def close_due(self, limit: int, seg: Segment | None = None, adjusted_after: Any = ()) -> None:
         """Close every session ending at or before `limit`, in (start, end, partition) order."""
-        due = [
-            (s.span.min_ts, s.span.max_ts, norm, n, s)
-            for norm, sessions in self.state.sessions.items()
-            for n, s in enumerate(sessions)
-            if limit >= self.end(s)
-        ]
+        state, due = self.state, []
+        while state.heap and state.heap[0][0] <= limit:
+            _, uid, norm = heapq.heappop(state.heap)
+            found = [s for s in state.sessions.get(norm, ()) if s.uid == uid]
+            if found:  # else a stale entry: the session merged into a newer one
+                due.append((found[0].span.min_ts, found[0].span.max_ts, norm, uid, found[0]))
         for _, _, norm, _, session in sorted(due, key=lambda item: item[:4]):
-            self.state.sessions[norm].remove(session)
+            sessions = state.sessions[norm]
+            sessions.remove(session)
+            if not sessions:
+                del state.sessions[norm]
             self._emit(session, seg, adjusted_after)
-        self.state.sessions = {k: v for k, v in self.state.sessions.items() if v}
 
     def _emit(self, session: Session, seg: Segment | None, adjusted_after: Any) -> None:
         end = self.end(session)
@@ -167,4 +172,3 @@ class SessionWindows:
     def open_starts(self) -> list[int]:
         """Starts of the open sessions."""
         return sorted(s.span.min_ts for sessions in self.state.sessions.values() for s in sessions)
-

@@ -7,9 +7,10 @@ before them: a record is late for every already emitted window containing it and
 left window when that has closed (DLQ with `missedWindowStartTimes`); it is dropped when every
 window that could hold it has closed. A window closes when `W - grace >= end`.
 
-State is bounded: records and emitted windows older than any window a future record could
-create (`W - grace - 2 * timeDifference`) are dropped. A *fully late* record older than that
-horizon lists only the emitted windows still remembered in `missedWindowStartTimes`.
+State is bounded: records older than any window a future record could create
+(`W - grace - 2 * timeDifference`) are dropped. Emitted window starts, which only a *fully
+late* record's `missedWindowStartTimes` still needs, are remembered for `EMITTED_RETENTION_MS`
+of event time (at least that horizon); a record later than that lists only those.
 
 Sluice extension: with `idleTimeout`, an idle source closes windows by the fixed windows' rule
 (§4.5) and later records are judged against the closed windows' end.
@@ -18,6 +19,7 @@ Sluice extension: with `idleTimeout`, an idle source closes windows by the fixed
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,9 @@ from pipeline_stages._mql.pyvalues import MISSING
 from pipeline_stages._windowing.sliding import SlidingGeometry
 from pipeline_stages._windowing.watermark import idle_close_end
 
+#: How long emitted window starts are remembered for late records' `missedWindowStartTimes`.
+EMITTED_RETENTION_MS = 60_000
+
 
 @dataclass
 class SlidingPartition:
@@ -57,9 +62,11 @@ class SlidingPartition:
 
 @dataclass
 class SlidingState:
-    """Partitions by normalised key, and the idle-close floor (a window end)."""
+    """Partitions by normalised key, a heap of open window starts, and the idle-close floor
+    (a window end)."""
 
     partitions: dict[Any, SlidingPartition] = field(default_factory=dict)
+    heap: list[tuple[int, Any]] = field(default_factory=list)
     floor: int | None = None
 
 
@@ -81,7 +88,9 @@ class SlidingWindows:
         floor = self.state.floor
         return watermark if floor is None else max(watermark, floor + self.grace)
 
-    def segment(self, seg: Segment, before: npt.NDArray[np.int64], after: npt.NDArray[np.int64]) -> None:
+    def segment(
+        self, seg: Segment, before: npt.NDArray[np.int64], after: npt.NDArray[np.int64]
+    ) -> None:
         """Process one segment with input, record by record."""
         seg.emit_failed_before(self.out)
         closing = after - self.grace - self.g.time_difference_ms
@@ -97,13 +106,21 @@ class SlidingWindows:
                 if part is None:
                     part = SlidingPartition(decoded.values[i], decoded.texts[i])
                     self.state.partitions[norm] = part
-                self._close(part, watermark, seg, closing)
-                self._place(part, decoded.members[i], r, watermark, late)
+                # Windows the watermark before this record passed close first, all of them
+                # in one order, so emissions do not depend on the batch size.
+                self.close_due(watermark, seg, closing)
+                self._place(part, norm, decoded.members[i], r, watermark, late)
         self.close_due(self.effective(self.clock.combined), seg, closing)
         self._prune()
 
     def _place(
-        self, part: SlidingPartition, member: Member, r: int, watermark: int, late: LateOnce
+        self,
+        part: SlidingPartition,
+        norm: Any,
+        member: Member,
+        r: int,
+        watermark: int,
+        late: LateOnce,
     ) -> None:
         g, t = self.g, member.t
         missed = {s for s in part.emitted_starts if g.contains(s, t)}
@@ -114,23 +131,20 @@ class SlidingWindows:
         if g.fully_late(t, watermark):
             return
         created = g.new_window_starts(part.times(), t) - part.open_starts - part.emitted_starts
-        part.open_starts |= {s for s in created if not g.closes(s, watermark)}
+        for start in created:
+            if not g.closes(start, watermark):
+                part.open_starts.add(start)
+                heapq.heappush(self.state.heap, (start, norm))
         bisect.insort(part.records, (t, member.order, member), key=lambda rec: rec[:2])
-
-    def _close(self, part: SlidingPartition, watermark: int, seg: Segment | None, closing: Any) -> None:
-        for start in sorted(s for s in part.open_starts if self.g.closes(s, watermark)):
-            self._emit(part, start, seg, closing)
 
     def close_due(self, watermark: int, seg: Segment | None = None, closing: Any = ()) -> None:
         """Close every window with `W - grace >= end`, in (start, partition) order."""
-        due = sorted(
-            (start, norm)
-            for norm, part in self.state.partitions.items()
-            for start in part.open_starts
-            if self.g.closes(start, watermark)
-        )
-        for start, norm in due:
-            self._emit(self.state.partitions[norm], start, seg, closing)
+        heap = self.state.heap
+        while heap and self.g.closes(heap[0][0], watermark):
+            start, norm = heapq.heappop(heap)
+            part = self.state.partitions.get(norm)
+            if part is not None and start in part.open_starts:
+                self._emit(part, start, seg, closing)
 
     def _emit(self, part: SlidingPartition, start: int, seg: Segment | None, closing: Any) -> None:
         part.open_starts.discard(start)
@@ -151,11 +165,12 @@ class SlidingWindows:
 
     def _prune(self) -> None:
         horizon = self.effective(self.clock.combined) - self.grace - 2 * self.g.time_difference_ms
+        remembered = min(horizon, self.effective(self.clock.combined) - EMITTED_RETENTION_MS)
         for norm, part in list(self.state.partitions.items()):
             keep_from = min([horizon - 2, *part.open_starts])
             cut = bisect.bisect_left(part.records, keep_from, key=lambda rec: rec[0])
             del part.records[:cut]
-            part.emitted_starts = {s for s in part.emitted_starts if s > horizon - 2}
+            part.emitted_starts = {s for s in part.emitted_starts if s > remembered - 2}
             if not part.records and not part.open_starts and not part.emitted_starts:
                 del self.state.partitions[norm]
 

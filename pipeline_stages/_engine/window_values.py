@@ -8,11 +8,14 @@ written so that Spark's `parse_json` keeps doubles doubles (`json_text.prefer_do
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
+from json.encoder import encode_basestring as _string  # type: ignore[attr-defined]
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from bson import Int64
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.json_text import prefer_double
@@ -56,8 +59,60 @@ def decode_json(text: str | None) -> Any:
 
 
 def encode(value: Any) -> str:
-    """JSON text of an MQL value (document) that `parse_json` reads back with its types."""
-    return prefer_double(json.dumps(to_ejson(value), separators=(",", ":")))
+    """JSON text of an MQL value (document) that `parse_json` reads back with its types.
+
+    Doubles are written with an exponent (`2.5e0`): `parse_json` keeps those as doubles where
+    it would read `2.5` as a decimal and `3.0` as the integer 3 (see `json_text`). Written by
+    hand because window results are encoded by the thousand per micro-batch.
+    """
+    out: list[str] = []
+    _encode(value, out.append)
+    return "".join(out)
+
+
+def _encode(value: Any, write: Any) -> None:
+    kind = type(value)
+    if kind is str:
+        write(_string(value))
+    elif kind is float:
+        if math.isfinite(value):
+            text = repr(value)
+            write(text if "e" in text else text + "e0")
+        else:
+            write(json.dumps(to_ejson(value)))
+    elif kind is bool:
+        write("true" if value else "false")
+    elif value is None:
+        write("null")
+    elif kind is int or kind is Int64:
+        write(str(int(value)))
+    elif kind is dict:
+        write("{")
+        first = True
+        for name, item in value.items():
+            if item is MISSING:
+                continue
+            write(_string(name) + ":" if first else "," + _string(name) + ":")
+            first = False
+            _encode(item, write)
+        write("}")
+    elif kind is list or kind is tuple:
+        write("[" + ",".join(map(_item, value)) + "]")
+    elif kind is datetime:
+        write('{"$date":"' + format_iso_date(value) + '"}')
+    else:
+        write(prefer_double(json.dumps(to_ejson(value), separators=(",", ":"))))
+
+
+def _item(value: Any) -> str:
+    """One array element's text (numbers inline: arrays of numbers are common results)."""
+    kind = type(value)
+    if kind is float and math.isfinite(value):
+        text = repr(value)
+        return text if "e" in text else text + "e0"
+    if kind is int:
+        return str(value)
+    return encode(None if value is MISSING else value)
 
 
 def date_json(epoch_ms: int) -> dict[str, str]:

@@ -123,9 +123,7 @@ class SparkExecutor:
         )
         self.meta = json.dumps({"type": source_type(pipeline[0]["$source"])})
         plan = SourcePlan(frame=frame, source_type=source_type(pipeline[0]["$source"]))
-        compiled = compile_after_source(
-            parsed, plan, ctx, test_clock=True, partitions=partitions
-        )
+        compiled = compile_after_source(parsed, plan, ctx, test_clock=True, partitions=partitions)
         self.collector = Collector()
         self.query = (
             compiled.envelopes.writeStream.foreachBatch(

@@ -18,7 +18,8 @@ RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING
 def register_all(spark: object) -> None:
     """Register Sluice's Python data sources with a session (idempotent)."""
     from pipeline_stages._engine.sources.documents import DocumentsDataSource
+    from pipeline_stages._engine.sources.http_ingest import HttpIngestDataSource
     from pipeline_stages._engine.sources.sample_solar import SampleSolarDataSource
 
-    for source in (DocumentsDataSource, SampleSolarDataSource):
+    for source in (DocumentsDataSource, SampleSolarDataSource, HttpIngestDataSource):
         spark.dataSource.register(source)  # type: ignore[attr-defined]

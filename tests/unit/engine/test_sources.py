@@ -42,7 +42,10 @@ def test_documents_read_yields_arrival_sequence_and_double_preserving_text() -> 
 
 def test_prefer_double_leaves_strings_and_integers_alone() -> None:
     text = '{"a": 1, "b": 2.50, "c": "3.5", "d": [1e3, -0.25], "e": "q\\"1.0"}'
-    assert prefer_double(text) == '{"a": 1, "b": 2.50e0, "c": "3.5", "d": [1e3, -0.25e0], "e": "q\\"1.0"}'
+    assert (
+        prefer_double(text)
+        == '{"a": 1, "b": 2.50e0, "c": "3.5", "d": [1e3, -0.25e0], "e": "q\\"1.0"}'
+    )
     assert json.loads(prefer_double(text)) == json.loads(text)
 
 

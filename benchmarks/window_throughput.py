@@ -1,0 +1,302 @@
+"""Window throughput: Sluice's window operator vs Spark's native `window()` aggregation.
+
+Both read the same parquet files (event time, key, value, id), one file per micro-batch, in
+the same process and JVM, with the same allowed lateness (Spark: `withWatermark` delay). The
+native query is `groupBy(window(ts), key).agg(...)` in append mode. Sluice builds documents
+(VARIANT) from the same columns and runs the compiled window stage: per-document lateness with
+late rows to the DLQ (the DLQ is on), `$group` inputs compiled natively, state in the
+operator. Both write to a `foreachBatch` sink that collects the emitted windows.
+
+Workloads:
+* `tumbling`: 10 s tumbling windows, `$sum`, `$avg`, `$count` per key;
+* `hopping`: 10 s windows every 5 s, `$push` and `$top` per key (`collect_list`, `max_by`).
+
+    python benchmarks/window_throughput.py [--rows 1000000] [--files 8] [--keys 1000] [--runs 3]
+        [--buckets 1,2]
+
+`--buckets` lists the operator's bucket counts to measure: 1 is Atlas's exact semantics (one
+watermark, global idleness); P > 1 is the parallel mode, with per-bucket watermarks
+(`pipeline_stages/_engine/window_compile.py` documents what that weakens).
+
+Data: event time advances 1 ms per row with U(0, 3 s) disorder; 0.1 % of the rows are 120 s
+late. Prints rows/s per run and the medians, the ratio Sluice / native, and the latency from
+the micro-batch holding a window's closing record to the micro-batch emitting the window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+BASE_MS = 1_704_067_200_000
+INTERVAL_MS = 10_000
+HOP_MS = 5_000
+LATENESS_MS = 3_000
+SCHEMA = "seq BIGINT, ts TIMESTAMP, key STRING, v DOUBLE, id BIGINT"
+
+
+def write_input(directory: Path, *, rows: int, files: int, keys: int) -> np.ndarray:
+    """Parquet files in arrival order; returns the event times (ms) in arrival order."""
+    rng = np.random.default_rng(7)
+    seq = np.arange(rows, dtype=np.int64)
+    ts = BASE_MS + seq - rng.integers(0, 3000, rows)
+    late = rng.random(rows) < 0.001
+    ts[late] -= 120_000
+    key = np.array([f"k{n}" for n in range(keys)])[rng.integers(0, keys, rows)]
+    v = np.round(rng.random(rows) * 100, 2)
+    per_file = rows // files
+    for index in range(files):
+        part = slice(index * per_file, (index + 1) * per_file)
+        table = pa.table(
+            {
+                "seq": seq[part],
+                "ts": pa.array(ts[part], type=pa.timestamp("ms", tz="UTC")),
+                "key": key[part],
+                "v": v[part],
+                "id": seq[part],
+            }
+        )
+        pq.write_table(table, directory / f"part-{index:04d}.parquet")
+        time.sleep(0.01)  # distinct modification times keep the file order
+    return ts[: per_file * files]
+
+
+def stream(spark: SparkSession, directory: Path) -> DataFrame:
+    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(directory))
+
+
+# --------------------------------------------------------------------------- native
+
+
+def native_query(spark: SparkSession, directory: Path, workload: str) -> DataFrame:
+    """`window()` aggregation in append mode (late rows are dropped silently)."""
+    df = stream(spark, directory).withWatermark("ts", f"{LATENESS_MS // 1000} seconds")
+    if workload == "tumbling":
+        win = F.window("ts", f"{INTERVAL_MS // 1000} seconds")
+        aggs = [F.sum("v").alias("sum"), F.avg("v").alias("avg"), F.count("*").alias("n")]
+    else:
+        win = F.window("ts", f"{INTERVAL_MS // 1000} seconds", f"{HOP_MS // 1000} seconds")
+        aggs = [F.collect_list("v").alias("push"), F.max_by("id", "v").alias("top")]
+    out = df.groupBy(win.alias("w"), "key").agg(*aggs)
+    return out.select(
+        F.unix_millis(F.col("w.start")).alias("window_start"), F.col("key").alias("window_key")
+    )
+
+
+# --------------------------------------------------------------------------- sluice
+
+
+def window_stage(workload: str) -> dict[str, Any]:
+    lateness = {"size": LATENESS_MS, "unit": "ms"}
+    if workload == "tumbling":
+        group = {"_id": "$key", "sum": {"$sum": "$v"}, "avg": {"$avg": "$v"}, "n": {"$count": {}}}
+        return {
+            "$tumblingWindow": {
+                "interval": {"size": INTERVAL_MS, "unit": "ms"},
+                "allowedLateness": lateness,
+                "pipeline": [{"$group": group}],
+            }
+        }
+    group = {
+        "_id": "$key",
+        "push": {"$push": "$v"},
+        "top": {"$top": {"sortBy": {"v": -1}, "output": "$id"}},
+    }
+    return {
+        "$hoppingWindow": {
+            "interval": {"size": INTERVAL_MS, "unit": "ms"},
+            "hopSize": {"size": HOP_MS, "unit": "ms"},
+            "allowedLateness": lateness,
+            "pipeline": [{"$group": group}],
+        }
+    }
+
+
+def sluice_query(
+    spark: SparkSession, directory: Path, workload: str, buckets: int = 1
+) -> DataFrame:
+    """The compiled window stage over documents built from the same columns."""
+    from pipeline_stages import parse_stage
+    from pipeline_stages._base import ProblemCollector
+    from pipeline_stages._engine import frame as fr
+    from pipeline_stages._engine.context import CompileContext
+    from pipeline_stages._engine.window_config import WindowSource
+    from pipeline_stages._mql import values as V
+
+    source = stream(spark, directory)
+    event_ms = F.unix_millis("ts")
+    meta = F.parse_json(F.lit('{"source":{"type":"generated"}}'))
+    doc = F.to_variant_object(
+        F.named_struct(
+            F.lit("key"), F.col("key"), F.lit("v"), F.col("v"), F.lit("id"), F.col("id"),
+            F.lit("_ts"), V.from_epoch_ms(event_ms), F.lit("_stream_meta"), meta,
+        )
+    )  # fmt: skip
+    frame = fr.StreamFrame(
+        source.select(
+            F.lit(0).alias(fr.PART),
+            F.col("seq").alias(fr.SEQ),
+            F.lit(0).cast("bigint").alias(fr.SUB),
+            event_ms.alias(fr.EVENT_MS),
+            doc.alias(fr.DOC),
+            meta.alias(fr.META),
+            F.lit(None).cast("string").alias(fr.DLQ_REASON),
+            F.lit(None).cast("string").alias(fr.DLQ_OPERATOR),
+            F.lit(fr.KIND_OUTPUT).alias(fr.KIND),
+            F.lit(None).cast("string").alias(fr.MISSED),
+            F.lit(None).cast("bigint").alias(fr.WINDOW_START),
+            F.lit(None).cast("string").alias(fr.WINDOW_KEY),
+        )
+    )
+    ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())
+    ctx.has_dlq = True
+    ctx.window_source = WindowSource(partitions=1)  # type: ignore[attr-defined]
+    spark.conf.set("spark.sluice.window.buckets", str(buckets))
+    stage = parse_stage(window_stage(workload), path="/pipeline/1")
+    plan = stage.entry.module.compile(stage.spec, frame, ctx, stage.path)
+    ctx.problems.raise_if_any()
+    return plan.envelopes.select("kind", "window_start", "window_key")
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class Run:
+    """One measured run."""
+
+    rows_per_s: float
+    windows: int
+    dlq: int
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+def closing_batches(ts: np.ndarray, files: int, hop_ms: int) -> dict[int, int]:
+    """Window end -> index of the micro-batch whose record first closes it (§4.3)."""
+    per_file = len(ts) // files
+    watermark = np.maximum.accumulate(ts) - 1 - LATENESS_MS
+    ends = np.arange((ts.min() // hop_ms) * hop_ms, ts.max() + 2 * hop_ms, hop_ms)
+    first = np.searchsorted(watermark, ends, side="left")
+    return {int(e): int(i) // per_file for e, i in zip(ends, first, strict=True) if i < len(ts)}
+
+
+def run_once(query: DataFrame, *, rows: int, closing: dict[int, int]) -> Run:
+    batch_done: dict[int, float] = {}
+    emitted: dict[int, list[int]] = {}
+    counts = {"out": 0, "dlq": 0}
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        kinds = batch.columns[0] == "kind"
+        for row in batch.collect():
+            kind = row["kind"] if kinds else "out"
+            if kind in counts:
+                counts[kind] += 1
+            if kind == "out":
+                emitted.setdefault(batch_id, []).append(int(row["window_start"]))
+        batch_done[batch_id] = time.monotonic()
+
+    checkpoint = tempfile.mkdtemp(prefix="sluice-bench-")
+    started = time.monotonic()
+    handle = query.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+    handle = handle.trigger(processingTime="0 seconds").start()
+    try:
+        while True:
+            progress = handle.recentProgress
+            done = sum(p["numInputRows"] for p in progress)
+            if handle.exception() is not None:
+                raise RuntimeError(str(handle.exception()))
+            if done >= rows:
+                break
+            time.sleep(0.05)
+        elapsed = time.monotonic() - started
+        # Let the batch that consumed the last file finish emitting.
+        time.sleep(0.5)
+    finally:
+        handle.stop()
+    size = INTERVAL_MS
+    latencies = []
+    order = sorted(batch_done)
+    for batch_id, starts in emitted.items():
+        for start in starts:
+            closing_batch = closing.get(start + size)
+            if closing_batch is None or closing_batch >= len(order):
+                continue
+            previous = batch_done.get(closing_batch - 1, started)
+            latencies.append((batch_done[batch_id] - previous) * 1000)
+    return Run(rows / elapsed, counts["out"], counts["dlq"], latencies)
+
+
+def summary(name: str, runs: list[Run]) -> float:
+    rates = [r.rows_per_s for r in runs]
+    lat = sorted(x for r in runs for x in r.latencies_ms)
+    median = statistics.median(rates)
+    p50 = statistics.median(lat) if lat else float("nan")
+    p95 = lat[int(0.95 * (len(lat) - 1))] if lat else float("nan")
+    print(
+        f"  {name:<10} median {median:>10,.0f} rows/s   runs "
+        + " / ".join(f"{r:,.0f}" for r in rates)
+        + f"   windows {runs[-1].windows:,}  dlq {runs[-1].dlq:,}"
+        + f"   latency p50 {p50:,.0f} ms  p95 {p95:,.0f} ms"
+    )
+    return median
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workloads", default="tumbling,hopping")
+    parser.add_argument("--buckets", default="1,2", help="operator bucket counts to measure")
+    args = parser.parse_args(argv)
+
+    from pipeline_stages._engine.session import build_session
+
+    spark = build_session(
+        master="local[2]",
+        app_name="sluice-window-bench",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+    directory = Path(tempfile.mkdtemp(prefix="sluice-window-input-"))
+    ts = write_input(directory, rows=args.rows, files=args.files, keys=args.keys)
+    print(
+        f"{args.rows:,} rows, {args.files} batches of {args.rows // args.files:,}, {args.keys} keys"
+    )
+    for workload in args.workloads.split(","):
+        hop = INTERVAL_MS if workload == "tumbling" else HOP_MS
+        closing = closing_batches(ts, args.files, hop)
+        builders: dict[str, Any] = {"native": lambda w=workload: native_query(spark, directory, w)}
+        for p in (int(b) for b in args.buckets.split(",")):
+            name = "sluice" if p == 1 else f"sluice/P{p}"
+            builders[name] = lambda w=workload, p=p: sluice_query(spark, directory, w, p)
+        results: dict[str, list[Run]] = {name: [] for name in builders}
+        for build in builders.values():  # warm-up, discarded
+            run_once(build(), rows=args.rows, closing=closing)
+        for n in range(args.runs):
+            shift = n % len(builders)
+            names = list(builders)[shift:] + list(builders)[:shift]  # rotate the order
+            for name in names:
+                results[name].append(run_once(builders[name](), rows=args.rows, closing=closing))
+        print(f"{workload}:")
+        native = summary("native", results["native"])
+        for name in [n for n in builders if n != "native"]:
+            rate = summary(name, results[name])
+            print(f"  ratio {name} / native = {rate / native:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The REST API: dependencies, response presenters and routers (`/api/v1`)."""

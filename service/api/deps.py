@@ -1,0 +1,83 @@
+"""Dependencies as `Annotated` aliases (`ManagerDep`, `SettingsDep`, ...) and the API-key check.
+
+They are `async` because they do no I/O: FastAPI runs sync dependencies in its thread pool,
+which would cost every request a thread hop for nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from service.auth import ApiKeyChecker
+from service.config import Settings
+from service.manager import ProcessorManager
+from service.manager_connections import ConnectionRegistry
+from service.manager_ingest import IngestService
+from service.schemas import NAME_PATTERN
+from service.stores import Stores
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything the routes use, built once per app by `create_app`."""
+
+    settings: Settings
+    stores: Stores
+    manager: ProcessorManager
+    connections: ConnectionRegistry
+    ingest: IngestService
+    auth: ApiKeyChecker
+
+
+async def get_services(request: Request) -> Services:
+    """The app's services."""
+    services: Services = request.app.state.services
+    return services
+
+
+async def get_manager(request: Request) -> ProcessorManager:
+    """The processor manager."""
+    return (await get_services(request)).manager
+
+
+async def get_connections(request: Request) -> ConnectionRegistry:
+    """The connection registry."""
+    return (await get_services(request)).connections
+
+
+async def get_ingest(request: Request) -> IngestService:
+    """The ingest service."""
+    return (await get_services(request)).ingest
+
+
+async def get_settings(request: Request) -> Settings:
+    """The settings."""
+    return (await get_services(request)).settings
+
+
+ManagerDep = Annotated[ProcessorManager, Depends(get_manager)]
+ConnectionsDep = Annotated[ConnectionRegistry, Depends(get_connections)]
+IngestDep = Annotated[IngestService, Depends(get_ingest)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+ProcessorName = Annotated[
+    str, Path(pattern=NAME_PATTERN, description="Processor name ([A-Za-z0-9_-]{1,64}).")
+]
+ConnectionName = Annotated[
+    str, Path(pattern=NAME_PATTERN, description="Connection name ([A-Za-z0-9_-]{1,64}).")
+]
+
+_bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`.")
+
+
+async def require_api_key(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Reject the request (401) unless it carries an accepted API key."""
+    (await get_services(request)).auth.check(request.headers.get("authorization"))

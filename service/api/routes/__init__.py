@@ -1,0 +1,1 @@
+"""Thin routers: parse the request, call the manager, present the result."""

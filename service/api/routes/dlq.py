@@ -1,0 +1,59 @@
+"""`/api/v1/processors/{name}/dlq`: inspect and purge a processor's DLQ."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+
+from service.api import present
+from service.api.deps import ManagerDep, ProcessorName
+from service.manager_dlq import DlqFilters
+from service.schemas import DlqPage, DlqPurged
+
+router = APIRouter(prefix="/processors", tags=["dlq"])
+
+Reason = Annotated[str | None, Query(max_length=10_000, description="errInfo.reason, exactly")]
+Operator = Annotated[
+    str | None, Query(alias="operatorName", max_length=200, description="operatorName, exactly")
+]
+From = Annotated[datetime | None, Query(alias="from", description="dlqTime >= from")]
+To = Annotated[datetime | None, Query(alias="to", description="dlqTime < to")]
+Filter = Annotated[
+    str | None, Query(alias="filter", max_length=100_000, description="MQL filter (JSON)")
+]
+
+
+@router.get("/{name}/dlq", response_model=DlqPage, responses=present.errors(404))
+def list_dlq(
+    name: ProcessorName,
+    manager: ManagerDep,
+    reason: Reason = None,
+    operator_name: Operator = None,
+    dlq_from: From = None,
+    dlq_to: To = None,
+    mql: Filter = None,
+    limit: Annotated[int, Query(ge=0, le=1000)] = 100,
+    skip: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    sort: Literal["asc", "desc"] = "asc",
+) -> dict[str, Any]:
+    """The processor's DLQ documents by `dlqTime`, filtered, with the total count."""
+    filters = DlqFilters(reason, operator_name, dlq_from, dlq_to, mql, limit, skip, sort == "desc")
+    results, total = manager.dlq_targets.find(manager.get(name), filters)
+    return {"results": results, "totalCount": total}
+
+
+@router.delete("/{name}/dlq", response_model=DlqPurged, responses=present.errors(404))
+def purge_dlq(
+    name: ProcessorName,
+    manager: ManagerDep,
+    reason: Reason = None,
+    operator_name: Operator = None,
+    dlq_from: From = None,
+    dlq_to: To = None,
+    mql: Filter = None,
+) -> dict[str, Any]:
+    """Delete the processor's DLQ documents matching the filters (all without filters)."""
+    filters = DlqFilters(reason, operator_name, dlq_from, dlq_to, mql)
+    return {"deletedCount": manager.dlq_targets.purge(manager.get(name), filters)}

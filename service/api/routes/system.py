@@ -1,0 +1,72 @@
+"""`/healthz` (no API key) and `/metrics` (Prometheus text)."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import PlainTextResponse
+from starlette.concurrency import run_in_threadpool
+
+from service.api import present
+from service.api.deps import ServicesDep, require_api_key
+from service.schemas import Health
+
+try:
+    VERSION = version("sluice")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    VERSION = "0+unknown"
+
+health_router = APIRouter(tags=["system"])
+metrics_router = APIRouter(tags=["system"], dependencies=[Depends(require_api_key)])
+
+
+@health_router.get("/healthz", response_model=Health)
+async def healthz(services: ServicesDep) -> dict[str, Any]:
+    """Liveness: the service answers; `engine` tells whether Spark is ready."""
+    return {"status": "ok", "engine": services.manager.engine.state, "version": VERSION}
+
+
+@metrics_router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **present.json_errors(),
+    },
+)
+async def metrics(services: ServicesDep) -> PlainTextResponse:
+    """Per-processor counters, watermark lag, batch duration and state size."""
+    from service.metrics import CONTENT_TYPE
+
+    text = await run_in_threadpool(services_metrics, services)
+    return PlainTextResponse(text, media_type=CONTENT_TYPE)
+
+
+def services_metrics(services: Any) -> str:
+    """Render `/metrics` from the manager's current view."""
+    from service.metrics import ProcessorSample, render
+
+    manager = services.manager
+    samples = []
+    for record in manager.all_records():
+        stats = manager.live_stats(record).snapshot()
+        run = manager.runs.get(record.id)
+        last = stats.pop("_lastBatch", None)
+        samples.append(
+            ProcessorSample(
+                name=record.name,
+                state=record.state.value,
+                running=run is not None and run.handle is not None,
+                stats=stats,
+                batch_duration_ms=last.get("durationMs") if isinstance(last, dict) else None,
+            )
+        )
+    accepted, invalid = services.ingest.counters()
+    return render(
+        samples,
+        ingest_accepted=accepted,
+        ingest_invalid=invalid,
+        engine_state=manager.engine.state,
+    )

@@ -1,0 +1,184 @@
+"""`create_app()`: the FastAPI application (routers, error handlers, body limit, lifespan).
+
+Run it with `sluice serve` (uvicorn). The lifespan starts the manager (Spark in the
+background, then processors that were STARTED resume from their checkpoints) and, on
+shutdown (SIGTERM/SIGINT), stops every query cleanly before Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
+
+from service.api.deps import Services, require_api_key
+from service.api.routes import connections, dlq, ingest, processors, system
+from service.auth import ApiKeyChecker, accepted_keys
+from service.config import Settings
+from service.errors import error_body, install_handlers
+from service.manager import ProcessorManager
+from service.manager_connections import ConnectionRegistry
+from service.manager_ingest import IngestService
+from service.runtime import Engine
+from service.stores import Spool, Stores, open_stores
+
+API_PREFIX = "/api/v1"
+
+log = logging.getLogger("sluice.service")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class BodyLimit:
+    """ASGI middleware answering 413 for bodies over `limit` bytes.
+
+    A declared `Content-Length` over the limit is refused before the app runs. A body sent
+    without one (chunked) is cut off as soon as it passes the limit, and whatever the app
+    would answer is replaced by the 413.
+    """
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the declared length, then count the bytes actually received."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        state = {"received": 0, "exceeded": False, "started": False}
+
+        async def limited_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                state["received"] += len(message.get("body", b""))
+                if state["received"] > self.limit:
+                    state["exceeded"] = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if state["exceeded"]:
+                if message["type"] == "http.response.start" and not state["started"]:
+                    state["started"] = True
+                    await self._refuse(send)
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            # The app may fail on the cut-off body (e.g. ClientDisconnect); answer 413 then.
+            if not state["exceeded"]:
+                raise
+            if not state["started"]:
+                state["started"] = True
+                await self._refuse(send)
+
+    async def _refuse(self, send: Send) -> None:
+        import json
+
+        body = json.dumps(
+            error_body(
+                413, "PAYLOAD_TOO_LARGE", f"request bodies are limited to {self.limit} bytes"
+            )
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _operation_id(route: APIRoute) -> str:
+    """Stable operation ids, `{tag}-{route name}`, for the CLI and generated clients."""
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
+
+
+def build_services(settings: Settings, *, engine: Engine | None, stores: Stores | None) -> Services:
+    """Open the stores and build the manager and friends (Spark starts later, in `open`)."""
+    if engine is None:
+        from service.runtime_spark import SparkEngine
+
+        engine = SparkEngine(settings)
+    stores = stores or open_stores(settings.store_url, data_dir=settings.data_dir)
+    registry = ConnectionRegistry(stores)
+    manager = ProcessorManager(
+        settings=settings, stores=stores, engine=engine, connections=registry
+    )
+    return Services(
+        settings=settings,
+        stores=stores,
+        manager=manager,
+        connections=registry,
+        ingest=IngestService(Spool(settings.data_dir), registry),
+        auth=ApiKeyChecker(accepted_keys(settings.api_keys, settings.data_dir)),
+    )
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engine: Engine | None = None,
+    stores: Stores | None = None,
+) -> FastAPI:
+    """The Sluice API (see the module docstring).
+
+    Args:
+        settings: Defaults to `Settings()` from the environment.
+        engine: Defaults to the Spark engine; tests pass a `FakeEngine`.
+        stores: Defaults to the stores named by the settings (closed at shutdown; stores
+            passed in are left open, so a test can run the lifespan more than once).
+    """
+    settings = settings or Settings()
+    settings.prepare_directories()
+    owns_stores = stores is None
+    services = build_services(settings, engine=engine, stores=stores)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        services.manager.open()
+        try:
+            yield
+        finally:
+            log.info("shutting down: stopping processor queries")
+            await run_in_threadpool(services.manager.close)
+            if owns_stores:
+                services.stores.close()
+
+    app = FastAPI(
+        title="Sluice",
+        summary="Atlas-style stream processing on Apache Spark",
+        version=_version(),
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    app.state.services = services
+    install_handlers(app)
+    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_api_key)])
+    for module in (processors, dlq, connections, ingest):
+        api.include_router(module.router)
+    app.include_router(api)
+    app.include_router(system.health_router)
+    app.include_router(system.metrics_router)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app
+
+
+def _version() -> str:
+    from service.api.routes.system import VERSION
+
+    return VERSION

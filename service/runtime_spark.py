@@ -1,0 +1,210 @@
+"""The Spark engine: one SparkSession per service, one Structured Streaming query per run.
+
+The session starts in a background thread when the service starts (a JVM takes 15-40 s
+here), so the API answers at once; requests that need Spark wait for it, up to
+`engine_start_timeout_seconds`. A `StreamingQueryListener` forwards every query's progress
+to the manager (stats, metrics). Each query writes through `foreachBatch` into the run's
+`ProcessorWriter`, with its own checkpoint directory and a processing-time trigger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+from pipeline_stages._base import Problem, ProblemCollector
+from service.config import Settings
+from service.errors import EngineUnavailable
+from service.runtime import CompileRequest, ProgressCallback, RunRequest
+
+log = logging.getLogger("sluice.service")
+
+
+class SparkQueryHandle:
+    """A running `StreamingQuery`."""
+
+    def __init__(self, query: Any) -> None:
+        self._query = query
+        self.query_id = str(query.id)
+
+    def is_active(self) -> bool:
+        """Whether the query runs."""
+        return bool(self._query.isActive)
+
+    def failure(self) -> str | None:
+        """The exception that terminated the query, as text."""
+        if self._query.isActive:
+            return None
+        error = self._query.exception()
+        return None if error is None else str(error)
+
+    def stop(self) -> None:
+        """Stop the query and wait for its stream thread."""
+        self._query.stop()
+
+
+def _make_listener(callback: ProgressCallback) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _Listener(StreamingQueryListener):
+        """Forwards progress to the manager; runs on the JVM's listener bus thread."""
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - PySpark's name
+            """Nothing to do."""
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - PySpark's name
+            """Hand a finished batch's progress over (never raise into the JVM)."""
+            try:
+                progress = json.loads(event.progress.json)
+                callback(str(progress.get("id")), progress)
+            except Exception:  # noqa: BLE001 - a listener must not break the bus
+                log.exception("progress listener failed")
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - PySpark's name
+            """Nothing to do."""
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - PySpark's name
+            """The supervisor polls queries; nothing to do here."""
+
+    return _Listener()
+
+
+class SparkEngine:
+    """The real engine (see the module docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._session: Any = None
+        self._state = "stopped"
+        self._error: str | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        self._compile_lock = threading.Lock()
+        self._callback: ProgressCallback | None = None
+        self._jvm_pid = 0
+
+    @property
+    def state(self) -> str:
+        """`stopped`, `starting`, `ready` or `failed`."""
+        return self._state
+
+    def set_progress_callback(self, callback: ProgressCallback) -> None:
+        """Receive every query's progress."""
+        self._callback = callback
+
+    def start(self) -> None:
+        """Start the session in a background thread (idempotent; retried after a failure)."""
+        with self._lock:
+            if self._state in ("starting", "ready"):
+                return
+            self._state = "starting"
+            self._ready.clear()
+        threading.Thread(target=self._boot, name="sluice-spark-boot", daemon=True).start()
+
+    def _conf(self) -> dict[str, str]:
+        cores = os.cpu_count() or 2
+        conf = {
+            "spark.sql.shuffle.partitions": str(max(1, min(cores, 8))),
+            "spark.default.parallelism": str(max(1, min(cores, 8))),
+            "spark.sql.streaming.stopTimeout": "60000",
+        }
+        conf.update(self._settings.spark_conf)
+        return conf
+
+    def _boot(self) -> None:
+        try:
+            from pipeline_stages._engine.session import build_session
+            from pipeline_stages._engine.sources import register_all
+
+            session = build_session(
+                master=self._settings.spark_master, app_name="sluice-service", conf=self._conf()
+            )
+            register_all(session)
+            session.streams.addListener(_make_listener(self._on_progress))
+            self._jvm_pid = int(session._jvm.java.lang.ProcessHandle.current().pid())
+            self._session = session
+            self._state = "ready"
+            log.info("Spark is ready (master %s)", self._settings.spark_master)
+        except Exception as error:  # noqa: BLE001 - reported through state and EngineUnavailable
+            self._error = str(error).split("\n", 1)[0][:500]
+            self._state = "failed"
+            log.exception("Spark failed to start")
+        finally:
+            self._ready.set()
+
+    def _on_progress(self, query_id: str, progress: dict[str, Any]) -> None:
+        if self._callback is not None:
+            self._callback(query_id, progress)
+
+    def session(self) -> Any:
+        """The SparkSession, waiting for it to start.
+
+        Raises:
+            EngineUnavailable: When Spark failed to start or did not start in time.
+        """
+        if self._state in ("stopped", "failed"):
+            self.start()
+        if not self._ready.wait(self._settings.engine_start_timeout_seconds):
+            raise EngineUnavailable("Spark is still starting; retry in a moment")
+        if self._session is None:
+            raise EngineUnavailable(f"Spark failed to start: {self._error or 'unknown error'}")
+        return self._session
+
+    def driver_ids(self) -> dict[str, int]:
+        """This process and its JVM (for checkpoint lock files)."""
+        self.session()
+        return {"pid": os.getpid(), "jvmPid": self._jvm_pid}
+
+    def _compile(self, request: CompileRequest) -> tuple[Any, list[Problem]]:
+        from pipeline_stages import parse_pipeline
+        from pipeline_stages._engine.context import CompileContext, ConnectionInfo
+        from pipeline_stages._engine.plan import compile_pipeline
+
+        spark = self.session()
+        ctx = CompileContext(
+            spark=spark,
+            processor_name=request.name,
+            problems=ProblemCollector(),
+            has_dlq=request.has_dlq,
+            connections={
+                name: ConnectionInfo(c.name, c.type, c.config)
+                for name, c in request.connections.items()
+            },
+            data_dir=str(self._settings.data_dir),
+        )
+        with self._compile_lock:
+            compiled = compile_pipeline(parse_pipeline(request.pipeline), ctx)
+        return compiled, list(ctx.problems.warnings)
+
+    def check(self, request: CompileRequest) -> list[Problem]:
+        """Compile without starting; returns the compiler's warnings."""
+        _, warnings = self._compile(request)
+        return warnings
+
+    def launch(self, request: RunRequest) -> SparkQueryHandle:
+        """Compile the pipeline and start its query."""
+        from pipeline_stages._engine.sink import ForeachBatchSink
+
+        compiled, _ = self._compile(request.compile)
+        request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        query = (
+            compiled.envelopes.writeStream.queryName(f"sluice_{request.processor_id}")
+            .foreachBatch(ForeachBatchSink(request.writer, processor=request.compile.name))
+            .option("checkpointLocation", str(request.checkpoint_dir))
+            .trigger(processingTime=self._settings.trigger_interval)
+            .start()
+        )
+        return SparkQueryHandle(query)
+
+    def shutdown(self) -> None:
+        """Stop the session (the manager stopped the queries already)."""
+        session, self._session = self._session, None
+        self._state = "stopped"
+        if session is not None:
+            try:
+                session.stop()
+            except Exception as error:  # noqa: BLE001 - shutting down anyway
+                log.warning("stopping Spark: %s", str(error).split("\n", 1)[0])

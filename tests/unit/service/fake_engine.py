@@ -1,0 +1,101 @@
+"""An in-process stand-in for the Spark engine, for API and lifecycle tests without a JVM.
+
+It compiles nothing and runs nothing: what these tests check is the manager's state machine,
+stores and HTTP shapes. Everything Spark does is covered by the integration and e2e suites.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from pipeline_stages._base import Problem
+from service.runtime import CompileRequest, ProgressCallback, RunRequest
+
+
+class FakeQuery:
+    """A query that runs until stopped, or until `fail` is called."""
+
+    def __init__(self) -> None:
+        self.query_id = str(uuid.uuid4())
+        self._active = True
+        self._failure: str | None = None
+
+    def is_active(self) -> bool:
+        """Whether the fake query is running."""
+        return self._active
+
+    def failure(self) -> str | None:
+        """The failure injected with `fail`, if any."""
+        return self._failure
+
+    def fail(self, message: str) -> None:
+        """Terminate the fake query with an error (as a Spark failure would)."""
+        self._failure = message
+        self._active = False
+
+    def stop(self) -> None:
+        """Stop the fake query."""
+        self._active = False
+
+
+class FakeEngine:
+    """An engine that compiles nothing and runs nothing (API and lifecycle tests).
+
+    Attributes:
+        launches: Every run request, in order.
+        queries: The fake queries handed out, in order.
+        fail_next_launches: How many next launches raise (to test retries).
+    """
+
+    def __init__(self) -> None:
+        self.launches: list[RunRequest] = []
+        self.queries: list[FakeQuery] = []
+        self.fail_next_launches = 0
+        self._state = "stopped"
+        self._callback: ProgressCallback | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def state(self) -> str:
+        """`ready` once started."""
+        return self._state
+
+    def start(self) -> None:
+        """Become ready at once."""
+        self._state = "ready"
+
+    def set_progress_callback(self, callback: ProgressCallback) -> None:
+        """Remember the callback (tests call `progress` to feed it)."""
+        self._callback = callback
+
+    def progress(self, query_id: str, progress: dict[str, Any]) -> None:
+        """Feed one progress report, as the Spark listener would."""
+        if self._callback is not None:
+            self._callback(query_id, progress)
+
+    def check(self, request: CompileRequest) -> list[Problem]:  # noqa: ARG002
+        """Nothing to compile: no warnings, no problems."""
+        return []
+
+    def launch(self, request: RunRequest) -> FakeQuery:
+        """Hand out a running fake query (or fail, when asked to)."""
+        with self._lock:
+            self.launches.append(request)
+            if self.fail_next_launches > 0:
+                self.fail_next_launches -= 1
+                raise RuntimeError("injected launch failure")
+            query = FakeQuery()
+            self.queries.append(query)
+            return query
+
+    def driver_ids(self) -> dict[str, int]:
+        """This process; there is no JVM."""
+        import os
+
+        return {"pid": os.getpid(), "jvmPid": 0}
+
+    def shutdown(self) -> None:
+        """Become stopped."""
+        self._state = "stopped"

@@ -1,0 +1,188 @@
+"""Batch writing (idempotent per batch id), the sample buffer, stats and metrics (no Spark)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline_stages._engine.sink import BatchResult, Output
+from service.manager_runs import summarize_error
+from service.manager_stats import LiveStats
+from service.metrics import ProcessorSample, render
+from service.stores import DlqQuery, Stores, open_stores
+from service.writers import (
+    KIND_DLQ,
+    KIND_OUT,
+    DlqWriter,
+    ProcessorWriter,
+    SampleBuffer,
+    parse_cursor,
+)
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Iterator[Stores]:
+    opened = open_stores(data_dir=tmp_path)
+    yield opened
+    opened.close()
+
+
+def dlq_record(n: int, operator: str = "AddFieldsOperator") -> dict[str, Any]:
+    return {
+        "_id": {"$oid": f"{n:024x}"},
+        "_stream_meta": {"source": {"type": "httpIngest", "seq": n}},
+        "errInfo": {"reason": "boom"},
+        "operatorName": operator,
+        "doc": {"n": n, "at": {"$date": "2024-01-01T00:00:00.000Z"}},
+        "processorName": "p",
+        "dlqTime": {"$date": "2024-01-01T00:00:05.000Z"},
+    }
+
+
+def batch(batch_id: int) -> BatchResult:
+    result = BatchResult(batch_id=batch_id)
+    result.outputs = [Output('{"n":1,"x":1.0}', "k1"), Output('{"n":2}', "k2")]
+    result.dlq = [dlq_record(batch_id)]
+    result.order = [(KIND_OUT, 0), (KIND_DLQ, 0), (KIND_OUT, 1)]
+    result.stats = [
+        {"bucket": 0, "stateSize": 100, "watermark": {"$date": "2024-01-01T00:00:09.999Z"}}
+    ]
+    return result
+
+
+def writer_for(stores: Stores, stats: LiveStats, *, capacity: int = 100) -> ProcessorWriter:
+    dlq = DlqWriter(lambda: stores.dlq("d", "dlq"), processor="p", instance="ws")
+    sample = SampleBuffer(stores.documents, "abc", capacity=capacity)
+    return ProcessorWriter(generation=1, stats=stats, sample=sample, dlq=dlq)
+
+
+def test_a_replayed_batch_changes_nothing(stores: Stores) -> None:
+    stats = LiveStats()
+    writer = writer_for(stores, stats)
+    writer.write(batch(0))
+    writer.write(batch(0))  # Spark replays the last batch after a crash
+    docs, total = stores.dlq("d", "dlq").find(DlqQuery(processor="p"))
+    assert total == 1
+    assert docs[0]["_id"] == f"{0:024x}" and docs[0]["instanceName"] == "ws"
+    assert docs[0]["dlqTime"] == datetime(2024, 1, 1, 0, 0, 5, tzinfo=UTC)
+    assert docs[0]["doc"]["at"] == datetime(2024, 1, 1, tzinfo=UTC)
+    messages, cursor = writer.sample.recent(10)
+    assert messages == [{"n": 1, "x": 1.0}, {"_dlqMessage": dlq_record(0)}, {"n": 2}]
+    assert cursor == "1.0.2"
+    snapshot = stats.snapshot()
+    assert (snapshot["outputMessageCount"], snapshot["dlqMessageCount"]) == (2, 1)
+    assert snapshot["outputMessageSize"] == len('{"n":1,"x":1.0}') + len('{"n":2}')
+    assert (snapshot["stateSize"], snapshot["watermark"]) == (
+        100,
+        {"$date": "2024-01-01T00:00:09.999Z"},
+    )
+
+
+def test_the_sample_buffer_keeps_the_most_recent_messages(stores: Stores) -> None:
+    buffer = SampleBuffer(stores.documents, "abc", capacity=4)
+    for batch_id in range(5):
+        buffer.append(
+            1, batch_id, [(KIND_OUT, json.dumps({"b": batch_id, "i": i})) for i in range(2)]
+        )
+    assert stores.documents.count("sluice", "samples.abc") <= 6
+    messages, cursor = buffer.recent(3)
+    assert messages == [{"b": 3, "i": 1}, {"b": 4, "i": 0}, {"b": 4, "i": 1}]
+    newer, _ = buffer.recent(10, after="1.3.1")
+    assert newer == [{"b": 4, "i": 0}, {"b": 4, "i": 1}]
+    buffer.append(2, 0, [(KIND_OUT, '{"g": 2}')])  # a fresh checkpoint restarts batch ids
+    assert buffer.recent(1)[0] == [{"g": 2}]
+    with pytest.raises(ValueError, match="cursor"):
+        parse_cursor("1.2")
+
+
+def test_odd_documents_still_reach_the_dlq(stores: Stores) -> None:
+    record = dlq_record(7)
+    record["doc"] = {"when": {"$date": "not a date"}}
+    DlqWriter(lambda: stores.dlq("d", "dlq"), processor="p", instance="ws").write([record])
+    docs, total = stores.dlq("d", "dlq").find(DlqQuery(processor="p"))
+    assert total == 1
+
+
+def test_the_dlq_store_is_opened_on_first_write() -> None:
+    opened: list[int] = []
+
+    def open_store() -> Any:
+        opened.append(1)
+        raise ConnectionError("cluster down")
+
+    writer = DlqWriter(open_store, processor="p", instance="ws")
+    assert opened == []
+    with pytest.raises(ConnectionError):
+        writer.write([dlq_record(1)])
+
+
+def test_stats_count_each_batch_once_per_generation_and_persist() -> None:
+    stats = LiveStats()
+    progress = {
+        "batchId": 4,
+        "numInputRows": 5,
+        "observedMetrics": {"sluice_source_input": {"count": 5, "bytes": 50}},
+        "durationMs": {"triggerExecution": 1200},
+        "stateOperators": [{"memoryUsedBytes": 77}],
+        "eventTime": {"watermark": "2024-01-01T00:00:00.000Z"},
+    }
+    assert stats.record_progress(progress)
+    assert not stats.record_progress(progress)
+    stored = stats.to_record()
+    assert stored["_cursor"] == {"generation": 1, "inputBatch": 4, "outputBatch": -1}
+    again = LiveStats(stored, generation=1)
+    assert not again.record_progress(progress)
+    fresh = LiveStats(stored, generation=2)  # resumeFromCheckpoint: false keeps the totals
+    assert fresh.record_progress(progress)
+    public = fresh.public(
+        name="p",
+        processor_id="i",
+        status="running",
+        last_state_change=datetime.now(tz=UTC),
+        scale=1024,
+    )
+    assert public["inputMessageCount"] == 10 and public["inputMessageSize"] == 100 / 1024
+    assert public["stateSize"] == 77 / 1024 and public["watermark"] == {
+        "$date": "2024-01-01T00:00:00.000Z"
+    }
+
+
+def test_error_summaries_drop_stack_traces() -> None:
+    wrapped = (
+        "An exception was raised by the Python Proxy. Return Message: +- Project [a]\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1, in f\n    raise X\n'
+        "pymongo.errors.ServerSelectionTimeoutError: 127.0.0.1:1: refused\n\nJVM stacktrace:\n\tat a.b"
+    )
+    assert (
+        summarize_error(wrapped)
+        == "pymongo.errors.ServerSelectionTimeoutError: 127.0.0.1:1: refused"
+    )
+    assert (
+        summarize_error("[STREAM_FAILED] boom\nmore\nJVM stacktrace:\n\tat x")
+        == "[STREAM_FAILED] boom"
+    )
+
+
+def test_metrics_text_format() -> None:
+    now = datetime(2024, 1, 1, 0, 1, tzinfo=UTC)
+    sample = ProcessorSample(
+        name='we"ird',
+        state="STARTED",
+        running=True,
+        stats={"inputMessageCount": 3, "watermark": {"$date": "2024-01-01T00:00:30.000Z"}},
+        batch_duration_ms=1500,
+    )
+    text = render(
+        [sample], ingest_accepted={"in": 4}, ingest_invalid={}, engine_state="ready", now=now
+    )
+    assert 'sluice_processor_input_messages_total{processor="we\\"ird"} 3' in text
+    assert 'sluice_processor_watermark_lag_seconds{processor="we\\"ird"} 30' in text
+    assert 'sluice_processor_batch_duration_seconds{processor="we\\"ird"} 1.5' in text
+    assert 'sluice_ingest_records_total{connection="in"} 4' in text
+    assert "sluice_engine_ready 1" in text
+    assert all(line.startswith(("#", "sluice_")) for line in text.strip().splitlines())
