@@ -217,6 +217,8 @@ def run_once(query: DataFrame, *, rows: int, closing: dict[int, int]) -> Run:
             done = sum(p["numInputRows"] for p in progress)
             if handle.exception() is not None:
                 raise RuntimeError(str(handle.exception()))
+            if not handle.isActive:  # a JVM Error (e.g. StackOverflowError) sets no exception
+                raise RuntimeError(f"the query stopped after {done:,} of {rows:,} rows")
             if done >= rows:
                 break
             time.sleep(0.05)

@@ -23,7 +23,10 @@ BASE_CONF: dict[str, str] = {
     # Deeply nested MQL inside `$map`/`$filter` lambdas needs more analyzer iterations than
     # Spark's default 100 (measured: 15 nested operators failed to plan).
     "spark.sql.analyzer.maxIterations": "1000",
-    "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+    # -Xss: stopping a query while its foreachBatch runs makes Spark match the (long) Python
+    # error text with a backtracking regex (StreamExecution.isInterruptedByStop), which
+    # overflowed the default 1 MiB thread stack here (StackOverflowError on every stop).
+    "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods -Xss16m",
     "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
 }
 

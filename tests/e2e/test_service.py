@@ -208,6 +208,70 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
     assert service.cli("connections", "drop", "orders").returncode == 0
 
 
+WINDOW_PIPELINE: list[dict[str, Any]] = [
+    {"$source": {"connectionName": "readings", "timeField": {"$toDate": "$t"}}},
+    {
+        "$tumblingWindow": {
+            "interval": {"size": 10, "unit": "second"},
+            "allowedLateness": {"size": 0, "unit": "second"},
+            "pipeline": [
+                {"$group": {"_id": "$k", "n": {"$sum": 1}, "total": {"$sum": "$v"}}},
+                {"$sort": {"_id": 1}},
+            ],
+        }
+    },
+]
+
+
+def at(second: int) -> str:
+    return f"2024-01-01T00:00:{second:02d}.000Z"
+
+
+def test_windowed_processor_emits_closed_windows_and_sends_late_records_to_the_dlq(
+    svc: Running,
+) -> None:
+    """Window output through `sample`, the late record through `dlq`, decided per document."""
+    service = svc.current
+    with service.http() as client:
+        client.post("/api/v1/connections", json={"name": "readings", "type": "HttpIngest"})
+        body = {
+            "name": "windows_p",
+            "pipeline": WINDOW_PIPELINE,
+            "options": {"dlq": {"connectionName": "local", "db": "e2e", "coll": "window_dlq"}},
+        }
+        assert client.post("/api/v1/processors", json=body).status_code == 201
+        assert client.post("/api/v1/processors/windows_p:start").json()["state"] == "STARTED"
+        # One request: the arrival order decides lateness, not the micro-batch boundaries.
+        records = [
+            {"id": 1, "k": "a", "v": 1, "t": at(1)},
+            {"id": 2, "k": "b", "v": 2, "t": at(4)},
+            {"id": 3, "k": "a", "v": 3, "t": at(9)},
+            {"id": 4, "k": "a", "v": 4, "t": at(14)},  # watermark 13.999 s closes [0 s, 10 s)
+            {"id": 5, "k": "b", "v": 5, "t": at(5)},  # late for [0 s, 10 s)
+        ]
+        accepted = client.post("/api/v1/ingest/readings", json=records)
+        assert accepted.status_code == 202 and accepted.json()["accepted"] == 5
+
+        messages = poll(
+            lambda: sample_has(client, "windows_p", 3),
+            timeout=120,
+            message="no window output and DLQ record in sample",
+        )
+        windows = [m for m in messages if "_dlqMessage" not in m]
+        assert [(w["_id"], w["n"], w["total"]) for w in windows] == [("a", 2, 4), ("b", 1, 2)]
+        assert {json.dumps(w["_stream_meta"]["window"], sort_keys=True) for w in windows} == {
+            json.dumps({"start": {"$date": at(0)}, "end": {"$date": at(10)}}, sort_keys=True)
+        }
+        dlq = client.get("/api/v1/processors/windows_p/dlq").json()
+        assert dlq["totalCount"] == 1
+        late = dlq["results"][0]
+        assert late["errInfo"]["reason"] == "Input document arrived late."
+        assert late["doc"]["id"] == 5
+        assert late["missedWindowStartTimes"] == [{"$date": at(0)}]
+        assert client.post("/api/v1/processors/windows_p:stop").json()["state"] == "STOPPED"
+        assert client.delete("/api/v1/processors/windows_p").status_code == 204
+
+
 def test_illegal_transitions_are_409_and_invalid_pipelines_422(
     svc: Running, tmp_path: Path
 ) -> None:
