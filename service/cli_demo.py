@@ -2,8 +2,7 @@
 
 The demo starts the service on embedded defaults (SQLite, a fresh data directory, a
 generated API key, a free loopback port), creates a processor on `sample_stream_solar`
-(with a tumbling-window `$group` when the window stage is compiled in this build, a stateless
-pipeline otherwise), starts it, and prints every output document and DLQ message as it
+(a tumbling-window `$group` per panel group, invalid readings to the DLQ), starts it, and prints every output document and DLQ message as it
 arrives, one JSON object per line, until `--seconds` pass. Then it drops the processor and
 stops the service.
 """
@@ -36,13 +35,6 @@ _VALIDATE: dict[str, Any] = {
     "$validate": {"validator": {"event_type": 0}, "validationAction": "dlq"}
 }
 
-STATELESS_PIPELINE: list[dict[str, Any]] = [
-    _SOURCE,
-    _VALIDATE,
-    {"$addFields": {"load": {"$round": [{"$divide": ["$obs.watts", "$max_watts"]}, 2]}}},
-    {"$project": {"_id": 0, "device_id": 1, "group_id": 1, "load": 1, "obs": 1, "_ts": 1}},
-]
-
 WINDOW_PIPELINE: list[dict[str, Any]] = [
     _SOURCE,
     _VALIDATE,
@@ -66,16 +58,9 @@ WINDOW_PIPELINE: list[dict[str, Any]] = [
 ]
 
 
-def windows_available() -> bool:
-    """Whether this build compiles window stages."""
-    import pipeline_stages.tumbling_window as tumbling
-
-    return hasattr(tumbling, "compile")
-
-
 def demo_pipeline() -> list[dict[str, Any]]:
-    """The windowed demo pipeline when windows are compiled in, the stateless one otherwise."""
-    return WINDOW_PIPELINE if windows_available() else STATELESS_PIPELINE
+    """The demo processor's pipeline."""
+    return WINDOW_PIPELINE
 
 
 def free_port() -> int:
@@ -122,10 +107,9 @@ def run_demo(*, seconds: float, out: TextIO, err: TextIO, data_dir: str | None =
     from service.auth import read_key_file
 
     client = SluiceClient(http_client(Target(server.url, read_key_file(directory))))
-    windowed = windows_available()
     err.write(
         f"sluice demo: service at {server.url} (data in {directory}); processor {DEMO_PROCESSOR} "
-        f"on sample_stream_solar ({'5 s tumbling windows' if windowed else 'stateless'}) "
+        "on sample_stream_solar (5 s tumbling windows per panel group) "
         f"for {seconds:g} s; Spark needs 15-40 s before the first results\n"
     )
     try:
