@@ -142,3 +142,15 @@ class EmitSpec(CheckedSpec):
                 "timeseries requires db and coll",
                 raw["timeseries"],
             )
+
+
+def compile(spec: EmitSpec, ctx: Any, path: str) -> Any:  # noqa: A001
+    """The `$emit` sink plan for the connection's type (`sinks.plans`).
+
+    File connections get JSON-lines files per micro-batch, `Cluster` connections a
+    time-series (or plain) collection, `local` a plain collection, Kafka connections the
+    Kafka connector's writer (refused with `unsupported_option` in a build without it).
+    """
+    from pipeline_stages._engine.sinks.planning import plan_emit
+
+    return plan_emit(spec, connection_of=ctx.connection, path=path, problems=ctx.problems)

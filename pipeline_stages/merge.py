@@ -130,3 +130,15 @@ class MergeSpec(CheckedSpec):
     def when_matched_pipeline(self) -> list[dict[str, Any]] | None:
         """The update pipeline when `whenMatched` is one, else None."""
         return self.when_matched if isinstance(self.when_matched, list) else None
+
+
+def compile(spec: MergeSpec, ctx: Any, path: str) -> Any:  # noqa: A001
+    """The `$merge` sink plan (`sinks.plans.MergePlan`); the runner builds its writer.
+
+    Targets: the built-in `local` connection (the embedded store) and `Cluster` connections.
+    Update pipelines and expressions in `whenMatched` / `whenNotMatched` are refused with
+    `unsupported_option` (the stores apply the string modes only).
+    """
+    from pipeline_stages._engine.sinks.planning import plan_merge
+
+    return plan_merge(spec, connection_of=ctx.connection, path=path, problems=ctx.problems)

@@ -15,7 +15,8 @@ combinations that depend on it (using `model_fields_set` to see what the user wr
 * Document array: `documents` (an array of objects or an expression), not combined with
   `connectionName`, `topic`, `db` or `coll`.
 * Sluice additions: `config.batchSize` (documents per micro-batch for the `documents`
-  source, default 1 as in Atlas, which makes watermarks advance one document at a time) and
+  source, default 1 as in Atlas, which makes watermarks advance one document at a time),
+  `config.maxOffsetsPerTrigger` (Kafka: records per micro-batch at most, default 10,000) and
   `path` (a file or directory under a File connection's root).
 
 Rejected with `unsupported_option`: `initialSync` (initial collection scans are not
@@ -70,6 +71,10 @@ class SourceConfig(CheckedSpec):
     pipeline: list[dict[str, Any]] | None = None
     max_await_time_ms: WholeNumber | None = Field(default=None, alias="maxAwaitTimeMS", ge=1)
     batch_size: WholeNumber = Field(default=1, alias="batchSize", ge=1)
+    #: Sluice addition (Kafka): records per micro-batch at most (default 10,000).
+    max_offsets_per_trigger: WholeNumber | None = Field(
+        default=None, alias="maxOffsetsPerTrigger", ge=1
+    )
 
     @classmethod
     def _check_raw(cls, raw: Mapping[str, Any], errors: ErrorList) -> None:
@@ -223,8 +228,9 @@ class SourceSpec(CheckedSpec):
 def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
     """Read the stream for this source, then parse, time-stamp and project metadata.
 
-    Sources available: `documents`, the `Sample` connection (`sample_stream_solar`) and
-    `HttpIngest` connections (the spool behind `POST /ingest/{connection}`). The
+    Sources available: `documents`, the `Sample` connection (`sample_stream_solar`),
+    `HttpIngest` connections (the spool behind `POST /ingest/{connection}`) and `Kafka`
+    connections (`_engine.sources.kafka_plan`). The
     other connection types are rejected here with `unsupported_option` until their
     connectors exist, never silently ignored.
     """
@@ -232,6 +238,13 @@ def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
     from pipeline_stages._engine.ingest import ingest
 
     body = join_path(path, KEY)
+    connection = ctx.connection(spec.connection_name) if spec.connection_name else None
+    if connection is not None and connection.type == "Kafka":
+        from pipeline_stages._engine.sources.kafka_plan import compile_kafka_source
+
+        return compile_kafka_source(
+            spec, ctx, connection, body, observe=_observe_input, operator=OPERATOR_NAME
+        )
     raw, total = _read_stream(spec, ctx, body)
     raw = _observe_input(raw)
     frame = ingest(
@@ -243,7 +256,13 @@ def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
         problems=ctx.problems,
         path=join_path(body, "timeField"),
     )
-    return SourcePlan(frame=frame, finite_total=total)
+    return SourcePlan(frame=frame, finite_total=total, source_type=_source_type(connection))
+
+
+def _source_type(connection: Any) -> str:
+    """`_stream_meta.source.type` of window results (the sources stamp their own records)."""
+    kind = connection.type if connection is not None else None
+    return {"File": "file", "Cluster": "atlas", "HttpIngest": "httpIngest"}.get(kind, "generated")
 
 
 def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None]:
@@ -285,6 +304,14 @@ def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None
         return reader.format(sample_solar.FORMAT).option("rate", rate).load(), None
     if connection.type == "HttpIngest":
         return _read_http_ingest(spec, ctx, connection), None
+    if connection.type == "File":
+        from pipeline_stages._engine.sources.files import read_file_stream
+
+        return read_file_stream(spec, ctx, connection, body) or _empty_stream(ctx), None
+    if connection.type == "Cluster":
+        from pipeline_stages._engine.sources.change_stream import read_change_stream
+
+        return read_change_stream(spec, ctx, connection, body) or _empty_stream(ctx), None
     ctx.problems.error(
         join_path(body, "connectionName"),
         ProblemCode.UNSUPPORTED_OPTION,

@@ -3,7 +3,8 @@
 * `sluice serve`: run the service (REST API, processors on Spark);
 * `sluice demo`: the service on embedded defaults with a processor on the sample stream;
 * `sluice processors|dlq|connections ...` and `sluice ingest`: talk to a running service;
-* `sluice process`: run one pipeline ephemerally, no service (Atlas's `sp.process`).
+* `sluice process`: run one pipeline ephemerally, no service (Atlas's `sp.process`);
+* `sluice cluster up|down|status`: a local Spark standalone cluster to run the service on.
 
 Client commands find the service from `--url` / `--api-key` / `--config`, the variables
 `SLUICE_URL` / `SLUICE_API_KEY` / `SLUICE_CONFIG`, a config file, or the key a local service
@@ -19,6 +20,7 @@ from typing import Annotated
 
 import typer
 
+from service.cli_cluster import cluster_app
 from service.cli_output import CliState, JsonOption, api_call, print_json, state_of, wants_json
 from service.cli_processors import processors_app
 from service.cli_resources import connections_app, dlq_app
@@ -32,6 +34,7 @@ app = typer.Typer(
 app.add_typer(processors_app, name="processors")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(connections_app, name="connections")
+app.add_typer(cluster_app, name="cluster")
 
 
 @app.callback()

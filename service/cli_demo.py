@@ -2,9 +2,10 @@
 
 The demo starts the service on embedded defaults (SQLite, a fresh data directory, a
 generated API key, a free loopback port), creates a processor on `sample_stream_solar`
-(a tumbling-window `$group` per panel group, invalid readings to the DLQ), starts it, and prints every output document and DLQ message as it
-arrives, one JSON object per line, until `--seconds` pass. Then it drops the processor and
-stops the service.
+(a tumbling-window `$group` per panel group, invalid readings to the DLQ, results merged
+into the built-in `local` connection: the embedded store, no MongoDB needed), starts it, and
+prints every output document and DLQ message as it arrives, one JSON object per line,
+until `--seconds` pass. Then it drops the processor and stops the service.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from service.client import ApiError, SluiceClient, Target, http_client
 
 DEMO_PROCESSOR = "solar_demo"
 DEMO_DLQ = {"connectionName": "local", "db": "sluice_demo", "coll": "dlq"}
+#: Window results are keyed by `group_id` (`$group`'s `_id`): the collection holds the latest
+#: window of each panel group, upserted as windows close.
+DEMO_MERGE: dict[str, Any] = {
+    "$merge": {"into": {"connectionName": "local", "db": "sluice_demo", "coll": "solar"}}
+}
 
 _SOURCE: dict[str, Any] = {
     "$source": {
@@ -55,6 +61,7 @@ WINDOW_PIPELINE: list[dict[str, Any]] = [
             ],
         }
     },
+    DEMO_MERGE,
 ]
 
 
@@ -110,7 +117,8 @@ def run_demo(*, seconds: float, out: TextIO, err: TextIO, data_dir: str | None =
     err.write(
         f"sluice demo: service at {server.url} (data in {directory}); processor {DEMO_PROCESSOR} "
         "on sample_stream_solar (5 s tumbling windows per panel group) "
-        f"for {seconds:g} s; Spark needs 15-40 s before the first results\n"
+        f"for {seconds:g} s, merged into local sluice_demo.solar; Spark needs 15-40 s "
+        "before the first results\n"
     )
     try:
         client.create_processor(DEMO_PROCESSOR, demo_pipeline(), dlq=DEMO_DLQ)

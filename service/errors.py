@@ -19,7 +19,8 @@ message}], warnings: [...]}` (Atlas's `ApiError` plus Sluice's problem list)::
     │   ├── ConnectionExists             CONNECTION_ALREADY_EXISTS
     │   ├── ConnectionInUse              CONNECTION_IN_USE
     │   ├── ConnectionTypeMismatch       CONNECTION_TYPE_MISMATCH
-    │   └── ConcurrentModification       CONCURRENT_MODIFICATION
+    │   ├── ConcurrentModification       CONCURRENT_MODIFICATION
+    │   └── StorageNotShared             STORAGE_NOT_SHARED  (service.storage)
     ├── PayloadTooLarge             413  PAYLOAD_TOO_LARGE
     ├── EngineUnavailable           503  ENGINE_UNAVAILABLE   Spark could not be started
     └── StoreUnavailable            503  STORE_UNAVAILABLE    a store (SQLite, MongoDB) failed

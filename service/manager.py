@@ -122,6 +122,7 @@ class ProcessorManager:
         for run in self.runs.halt_all():
             self._persist_stats(run, wait=True)
         self.dlq_targets.close()
+        self._factory.sink_clients.close()
         self.engine.shutdown()
 
     # ------------------------------------------------------------------ definitions

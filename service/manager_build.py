@@ -16,6 +16,7 @@ from service.manager_stats import LiveStats
 from service.manager_validate import Definition
 from service.runtime import CompileRequest, RunRequest
 from service.runtime_locks import CheckpointLock
+from service.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
 from service.stores import DocumentStore, ProcessorRecord, Spool
 from service.writers import DlqWriter, ProcessorWriter, SampleBuffer
 
@@ -43,6 +44,8 @@ class RunFactory:
         self._documents = documents
         self._spool = Spool(settings.data_dir)
         self._samples: dict[str, SampleBuffer] = {}
+        #: `Cluster` clients of `$merge`/`$emit` sinks, shared by every run.
+        self.sink_clients = ClusterClients()
         self._lock = threading.Lock()
 
     def checkpoint(self, record: ProcessorRecord) -> Path:
@@ -85,14 +88,29 @@ class RunFactory:
                 processor=record.name,
                 instance=self._settings.instance_name,
             )
-        writer = ProcessorWriter(
-            generation=record.generation, stats=stats, sample=self.sample(record), dlq=dlq
-        )
         connections = pin_start_positions(
             definition.pipeline,
             self._connections.for_engine(),
             checkpoint_dir=self.checkpoint(record),
             spool=self._spool,
+        )
+        resources = StoreSinkResources(
+            local=self._documents, connections=connections, clients=self.sink_clients
+        )
+        # The run tag names File sink batches: stable per checkpoint (a replay rewrites the
+        # same file), new for a fresh checkpoint (whose batch ids restart at 0).
+        sink = build_run_sink(
+            definition.parsed,
+            resources,
+            processor=record.name,
+            run_tag=f"{record.id}-g{record.generation:06d}",
+        )
+        writer = ProcessorWriter(
+            generation=record.generation,
+            stats=stats,
+            sample=self.sample(record),
+            dlq=dlq,
+            sink=sink,
         )
         request = RunRequest(
             compile=CompileRequest(

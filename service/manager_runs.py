@@ -28,6 +28,7 @@ from service.manager_stats import LiveStats
 from service.manager_validate import rejected_by_compiler
 from service.runtime import Engine, QueryHandle, RunRequest
 from service.runtime_locks import CheckpointBusy, CheckpointLock
+from service.storage import check_shared_storage
 
 log = logging.getLogger("sluice.service")
 
@@ -112,9 +113,17 @@ class RunTable:
         """Take the checkpoint lock and start the query (caller holds the processor lock).
 
         Compile problems raise `PipelineRejected`; an engine that cannot start raises
-        `EngineUnavailable`; a checkpoint held by another driver raises `ResourceConflict`.
+        `EngineUnavailable`; a checkpoint held by another driver raises `ResourceConflict`;
+        local storage that executors of a cluster master cannot reach raises
+        `StorageNotShared` (before Spark fails on it later with a less useful message).
         Any other failure is a Spark failure: the run is kept and retried with backoff.
         """
+        compile_request = run.request.compile
+        check_shared_storage(
+            self._settings,
+            pipeline=compile_request.pipeline,
+            connections=compile_request.connections,
+        )
         ids = self._engine.driver_ids()
         try:
             killed = run.lock.acquire(pid=ids["pid"], jvm_pid=ids["jvmPid"])
@@ -157,6 +166,13 @@ class RunTable:
                 run.handle.stop()
             except Exception as error:  # noqa: BLE001 - stopping a broken query must not fail
                 log.warning("stopping %s: %s", run.name, summarize_error(error))
+        # Only once the query has stopped: no batch can be writing through the sink any more.
+        close = getattr(run.request.writer, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception as error:  # noqa: BLE001 - a sink that fails to close must not block
+                log.warning("closing the sink of %s: %s", run.name, summarize_error(error))
         run.lock.release()
         return run
 

@@ -43,7 +43,16 @@ class LiveStats:
         self._lock = threading.Lock()
         self.totals = {name: int(stored.get(name, 0) or 0) for name in COUNTERS}
         self.state_size = int(stored.get("stateSize", 0) or 0)
-        self.watermark: dict[str, str] | None = stored.get("watermark")
+        watermark = stored.get("watermark")
+        # The store decodes a persisted `{"$date": ...}` into a datetime; stats show (and the
+        # API schema requires) the `{"$date": ...}` form.
+        if isinstance(watermark, datetime):
+            watermark = {
+                "$date": watermark.astimezone(UTC)
+                .isoformat(timespec="milliseconds")
+                .replace("+00:00", "Z")
+            }
+        self.watermark: dict[str, str] | None = watermark
         self.operator_dlq: dict[str, list[int]] = {
             name: [int(v[0]), int(v[1])] for name, v in dict(stored.get("_operatorDlq", {})).items()
         }

@@ -2,7 +2,7 @@
 
 `check_definition` runs everything that needs no Spark, collecting all problems at once:
 `parse_pipeline` (shapes, specs, placement), `check_options` (option-dependent errors), the
-connections the pipeline and its DLQ name, and sinks the service cannot run yet. The engine
+connections the pipeline and its DLQ name, and what the sink's connection type rules out. The engine
 then compiles the pipeline (`Engine.check`), which finds expression-level problems.
 
 `check_resumable_modify` enforces Atlas's rules for `resumeFromCheckpoint: true`
@@ -53,7 +53,11 @@ def check_definition(
         parsed = parse_pipeline(pipeline)
     except PipelineInvalid as error:
         raise _rejected([*error.problems, *problems], error.warnings) from None
-    problems = [*check_options(parsed, has_dlq=has_dlq), *problems, *_sink_problems(parsed)]
+    problems = [
+        *check_options(parsed, has_dlq=has_dlq),
+        *problems,
+        *_sink_problems(parsed, type_of),
+    ]
     warnings = lint_pipeline(parsed, has_dlq=has_dlq)
     if problems:
         raise _rejected(problems, warnings)
@@ -90,18 +94,23 @@ def _connection_problems(pipeline: list[Any], type_of: ConnectionTypeOf) -> list
     ]
 
 
-def _sink_problems(parsed: ParsedPipeline) -> list[Problem]:
-    sink = parsed.sink
-    if sink is None:
+def _sink_problems(parsed: ParsedPipeline, type_of: ConnectionTypeOf) -> list[Problem]:
+    """What the sink's connection type rules out (unknown connection, wrong type, an option
+    the stores cannot apply), from connection types alone; the compiler checks the rest."""
+    from pipeline_stages._base import ProblemCollector
+    from pipeline_stages._engine.context import ConnectionInfo
+    from pipeline_stages._engine.sinks.planning import plan_sink
+
+    if parsed.sink is None:
         return []
-    return [
-        Problem(
-            ProblemCode.UNSUPPORTED_STAGE,
-            sink.path,
-            f"{sink.key} is not available in the Sluice service yet; omit the sink and read "
-            "the output with GET /processors/{name}/sample",
-        )
-    ]
+
+    def connection_of(name: str) -> ConnectionInfo | None:
+        kind = type_of(name)
+        return None if kind is None else ConnectionInfo(name, kind)
+
+    collector = ProblemCollector()
+    plan_sink(parsed.sink, connection_of=connection_of, problems=collector)
+    return collector.problems
 
 
 def _dlq_problems(dlq: Mapping[str, str] | None, type_of: ConnectionTypeOf) -> list[Problem]:

@@ -3,6 +3,12 @@
 Output is one relaxed Extended JSON object per line on stdout: each emitted document, and each
 DLQ record as `{"_dlqMessage": {...}}`. The run ends when a finite source is exhausted and no
 window can still be closed by an idleTimeout (open windows are not flushed, as in Atlas).
+
+A pipeline ending in `$merge`/`$emit` writes to its sink instead of printing documents (DLQ
+records, the sink's write errors included, are still printed). Connections other than the
+built-ins are the ones registered with the service sharing this machine's data directory
+(`SLUICE_DATA_DIR`, default `~/.sluice`; `SLUICE_STORE_URL`), and `local` is that
+directory's embedded store, as for `sluice serve`.
 """
 
 from __future__ import annotations
@@ -11,12 +17,15 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from pipeline_stages._base import PipelineInvalid, Problem
+from pipeline_stages._engine.context import ConnectionInfo
 from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
+from pipeline_stages._engine.sinks.dispatch import SinkWriter, apply_sink, close_sink
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -39,9 +48,12 @@ class StdoutWriter:
     stats_batch: int | None = None
     #: Id of the first micro-batch seen with the finite source exhausted (see `_finished`).
     exhausted_batch: int | None = None
+    #: The pipeline's `$merge`/`$emit` writer (None without a sink).
+    sink: SinkWriter | None = None
 
     def write(self, batch: BatchResult) -> None:
-        """Print one micro-batch in emission order."""
+        """Write to the sink, if any, then print one micro-batch in emission order."""
+        apply_sink(self.sink, batch)
         for kind, index in batch.order:
             if kind == "out" and self.print_outputs:
                 self.out.write(batch.outputs[index].doc_json + "\n")
@@ -99,12 +111,15 @@ def run_process(
     max_seconds: float = DEFAULT_MAX_SECONDS,
     spark_factory: Callable[[], Any] | None = None,
     processor_name: str = "process",
+    connections: Mapping[str, Any] | None = None,
+    local_store: Any = None,
 ) -> int:
-    """Run a pipeline to completion; returns the process exit code."""
+    """Run a pipeline to completion; returns the process exit code.
+
+    `connections` (name → object with `name`, `type`, `config`) and `local_store` (the
+    `DocumentStore` of `local`) default to the data directory's (see the module docstring).
+    """
     from pipeline_stages import parse_pipeline
-    from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._engine.context import CompileContext
-    from pipeline_stages._engine.plan import compile_pipeline
     from pipeline_stages._engine.sources import register_all
 
     try:
@@ -115,20 +130,117 @@ def run_process(
         return EXIT_INVALID
     spark = spark_factory() if spark_factory else _default_session()
     register_all(spark)
+    local = _LocalStore(local_store)
+    try:
+        if connections is None:
+            connections = local.registered_connections(pipeline)
+        return _compile_and_run(
+            parsed,
+            ctx_args=(spark, processor_name, batch_size),
+            connections=connections,
+            local=local,
+            out=out,
+            err=err,
+            max_seconds=max_seconds,
+        )
+    finally:
+        local.close()
+
+
+def _compile_and_run(
+    parsed: Any,
+    *,
+    ctx_args: tuple[Any, str, int | None],
+    connections: Mapping[str, Any],
+    local: _LocalStore,
+    out: TextIO,
+    err: TextIO,
+    max_seconds: float,
+) -> int:
+    from pipeline_stages._base import ProblemCollector
+    from pipeline_stages._engine.context import CompileContext
+    from pipeline_stages._engine.plan import compile_pipeline
+
+    spark, processor_name, batch_size = ctx_args
     ctx = CompileContext(
         spark=spark,
         processor_name=processor_name,
         problems=ProblemCollector(),
         has_dlq=True,
         batch_size=batch_size,
+        connections={
+            n: ConnectionInfo(c.name, c.type, dict(c.config)) for n, c in connections.items()
+        },
     )
     try:
         compiled = compile_pipeline(parsed, ctx)
     except PipelineInvalid as error:
         err.write(problems_json(error) + "\n")
         return EXIT_INVALID
-    writer = StdoutWriter(out, print_outputs=compiled.sink is None)
-    return _run_query(compiled, writer, err=err, max_seconds=max_seconds, name=processor_name)
+    sink = _sink_writer(parsed, connections, local, processor_name)
+    writer = StdoutWriter(out, print_outputs=compiled.sink is None, sink=sink)
+    try:
+        return _run_query(compiled, writer, err=err, max_seconds=max_seconds, name=processor_name)
+    finally:
+        close_sink(sink)
+
+
+class _LocalStore:
+    """The data directory's stores, opened only when a pipeline needs them."""
+
+    def __init__(self, documents: Any = None) -> None:
+        from service.sink_resources import ClusterClients
+
+        self._documents = documents
+        self._stores: Any = None
+        self.clients = ClusterClients()
+
+    def _open(self) -> Any:
+        import os
+
+        from service.config import default_data_dir
+        from service.stores import open_stores
+
+        if self._stores is None:
+            data_dir = os.environ.get("SLUICE_DATA_DIR") or str(default_data_dir())
+            os.makedirs(data_dir, exist_ok=True)
+            self._stores = open_stores(os.environ.get("SLUICE_STORE_URL"), data_dir=data_dir)
+        return self._stores
+
+    def documents(self) -> Any:
+        """The `local` connection's document store."""
+        if self._documents is None:
+            self._documents = self._open().documents
+        return self._documents
+
+    def registered_connections(self, pipeline: Any) -> dict[str, Any]:
+        """The registered connections, read only when the pipeline names a non-built-in one."""
+        from service.manager_connections import BUILTINS, referenced_connections
+
+        if not referenced_connections(pipeline) - set(BUILTINS):
+            return {}
+        stored, _ = self._open().connections.list(offset=0, limit=1_000_000)
+        return {r.name: ConnectionInfo(r.name, r.type.value, dict(r.config)) for r in stored}
+
+    def close(self) -> None:
+        """Close the stores and cluster clients that were opened."""
+        self.clients.close()
+        if self._stores is not None:
+            self._stores.close()
+
+
+def _sink_writer(
+    parsed: Any, connections: Mapping[str, Any], local: _LocalStore, name: str
+) -> SinkWriter | None:
+    from service.sink_resources import StoreSinkResources, build_run_sink
+
+    resources = StoreSinkResources(
+        local=local.documents, connections=connections, clients=local.clients
+    )
+    # Each run has a fresh checkpoint whose batch ids restart at 0: the start time keeps
+    # the File sink's names of two runs apart (and in order).
+    run_tag = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return build_run_sink(parsed, resources, processor=name, run_tag=run_tag)
 
 
 def _default_session() -> Any:

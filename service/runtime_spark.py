@@ -5,6 +5,11 @@ here), so the API answers at once; requests that need Spark wait for it, up to
 `engine_start_timeout_seconds`. A `StreamingQueryListener` forwards every query's progress
 to the manager (stats, metrics). Each query writes through `foreachBatch` into the run's
 `ProcessorWriter`, with its own checkpoint directory and a processing-time trigger.
+
+On a cluster master the start also ships Sluice's packages to the executors and checks
+that they run the driver's Python minor version (`service.spark_code`). A failed check is
+fatal: the engine stays `failed` (not retried on every request, as a transient failure is)
+and every request that needs Spark answers 503 with the reason.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pipeline_stages._base import Problem, ProblemCollector
 from service.config import Settings
 from service.errors import EngineUnavailable
 from service.runtime import CompileRequest, ProgressCallback, RunRequest
+from service.spark_code import ExecutorEnvironmentError, check_executors, ship_code
 
 log = logging.getLogger("sluice.service")
 
@@ -85,11 +91,17 @@ class SparkEngine:
         self._compile_lock = threading.Lock()
         self._callback: ProgressCallback | None = None
         self._jvm_pid = 0
+        self._fatal = False
 
     @property
     def state(self) -> str:
         """`stopped`, `starting`, `ready` or `failed`."""
         return self._state
+
+    @property
+    def error(self) -> str | None:
+        """Why the engine failed to start, if it did."""
+        return self._error if self._state == "failed" else None
 
     def set_progress_callback(self, callback: ProgressCallback) -> None:
         """Receive every query's progress."""
@@ -98,7 +110,7 @@ class SparkEngine:
     def start(self) -> None:
         """Start the session in a background thread (idempotent; retried after a failure)."""
         with self._lock:
-            if self._state in ("starting", "ready"):
+            if self._state in ("starting", "ready") or self._fatal:
                 return
             self._state = "starting"
             self._ready.clear()
@@ -111,8 +123,17 @@ class SparkEngine:
             "spark.default.parallelism": str(max(1, min(cores, 8))),
             "spark.sql.streaming.stopTimeout": "60000",
         }
-        conf.update(self._settings.spark_conf)
+        conf.update(self._settings.effective_spark_conf)
         return conf
+
+    def _prepare_executors(self, session: Any) -> None:
+        """Ship Sluice's code and check the executors' Python (cluster masters only)."""
+        settings = self._settings
+        ship = settings.spark_ship_code
+        if ship == "always" or (ship == "auto" and not settings.is_local_master):
+            ship_code(session, settings.data_dir / "spark-code")
+        if not settings.is_local_master:
+            check_executors(session, timeout=settings.executor_check_timeout_seconds)
 
     def _boot(self) -> None:
         try:
@@ -122,12 +143,22 @@ class SparkEngine:
             session = build_session(
                 master=self._settings.spark_master, app_name="sluice-service", conf=self._conf()
             )
+            try:
+                self._prepare_executors(session)
+            except ExecutorEnvironmentError:
+                session.stop()
+                raise
             register_all(session)
             session.streams.addListener(_make_listener(self._on_progress))
             self._jvm_pid = int(session._jvm.java.lang.ProcessHandle.current().pid())
             self._session = session
             self._state = "ready"
             log.info("Spark is ready (master %s)", self._settings.spark_master)
+        except ExecutorEnvironmentError as error:
+            self._error = str(error)[:1000]
+            self._fatal = True
+            self._state = "failed"
+            log.critical("Spark executors cannot run Sluice: %s", error)
         except Exception as error:  # noqa: BLE001 - reported through state and EngineUnavailable
             self._error = str(error).split("\n", 1)[0][:500]
             self._state = "failed"
@@ -193,11 +224,20 @@ class SparkEngine:
         query = (
             compiled.envelopes.writeStream.queryName(f"sluice_{request.processor_id}")
             .foreachBatch(ForeachBatchSink(request.writer, processor=request.compile.name))
-            .option("checkpointLocation", str(request.checkpoint_dir))
+            .option("checkpointLocation", self.checkpoint_location(request))
             .trigger(processingTime=self._settings.trigger_interval)
             .start()
         )
         return SparkQueryHandle(query)
+
+    def checkpoint_location(self, request: RunRequest) -> str:
+        """Where Spark checkpoints a run: the local directory, or the same relative path
+        under `SLUICE_CHECKPOINT_ROOT` when that is a Hadoop URI."""
+        uri = self._settings.spark_checkpoint_uri
+        if uri is None:
+            return str(request.checkpoint_dir)
+        relative = request.checkpoint_dir.relative_to(self._settings.checkpoint_root)
+        return f"{uri}/{relative.as_posix()}"
 
     def shutdown(self) -> None:
         """Stop the session (the manager stopped the queries already)."""

@@ -246,3 +246,4 @@ class Health(BaseModel):
     status: Literal["ok"]
     engine: Literal["stopped", "starting", "ready", "failed"]
     version: str
+    engineError: str | None = None  # noqa: N815 - JSON field name

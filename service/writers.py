@@ -5,8 +5,10 @@ crash with the same id and data: DLQ records have deterministic ids (first write
 sample messages are keyed by `(generation, batch id, index)` (a replay rewrites the same
 keys), and stats count each batch id once (`LiveStats`).
 
-Pipelines without a sink keep their output in the sample buffer only (`sample` shows it,
-like an Atlas `sp.process`); `$merge`/`$emit` sinks are added by the connectors work.
+Every processor keeps its recent output in the sample buffer (`sample` shows it, like an
+Atlas `sp.process`); a pipeline ending in `$merge`/`$emit` also hands each batch to its sink
+writer first (`pipeline_stages._engine.sinks`), whose per-document failures join the batch's
+DLQ records (stored, sampled and counted like the others).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._engine.sinks.dispatch import SinkWriter, apply_sink, close_sink
 from service.manager_stats import LiveStats
 from service.stores import DlqStore, DocumentStore, InvalidDocument, from_relaxed_ejson
 
@@ -213,7 +216,7 @@ class DlqWriter:
 
 
 class ProcessorWriter:
-    """The `BatchWriter` of one processor run: DLQ, sample buffer, stats."""
+    """The `BatchWriter` of one processor run: sink, DLQ, sample buffer, stats."""
 
     def __init__(
         self,
@@ -222,14 +225,22 @@ class ProcessorWriter:
         stats: LiveStats,
         sample: SampleBuffer,
         dlq: DlqWriter | None,
+        sink: SinkWriter | None = None,
     ) -> None:
         self.generation = generation
         self.stats = stats
         self.sample = sample
         self.dlq = dlq
+        self.sink = sink
+
+    def close(self) -> None:
+        """Release the sink's resources (the Kafka producer) once the run has stopped."""
+        close_sink(self.sink)
 
     def write(self, batch: BatchResult) -> None:
         """Write one micro-batch (idempotent per batch id)."""
+        # The sink first: its DLQ records (write errors) are then stored with the others.
+        apply_sink(self.sink, batch)
         dlq_texts = [json.dumps(record) for record in batch.dlq]
         if batch.dlq and self.dlq is not None:
             self.dlq.write(batch.dlq)

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.kafka_broker import kafka_broker  # noqa: F401 - the session's Kafka broker fixture
+
 # C1-only JIT halves JVM start-up; good for tests, not for throughput (spark-spike.md §1).
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 

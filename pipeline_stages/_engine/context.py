@@ -59,6 +59,9 @@ class SourcePlan:
     frame: StreamFrame
     finite_total: int | None = None
     source_type: str = "generated"
+    #: Partition count of a partitioned source (Kafka, one topic), for per-partition
+    #: watermarks (§4.6); None when unknown or unpartitioned (see `plan._window_source`).
+    partitions: int | None = None
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,11 @@ def compile_after_source(
             ctx.window_ahead = False
         if stage.key in SINK_KEYS:
             sink = module.compile(stage.spec, ctx, stage.path)
+            # A sink target computed per document (`into.db` as an expression…) is evaluated
+            # here, on the last frame, and travels to the writer in the row's metadata.
+            from pipeline_stages._engine.sinks.targets import prepare_frame
+
+            frame = prepare_frame(sink, frame, ctx, stage.path, key=stage.key)
         elif stage.key in WINDOW_KEYS:
             window = module.compile(stage.spec, frame, ctx, stage.path)
             # A window that ran stages on its results hands them over as a frame.

@@ -22,10 +22,14 @@ from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
 
 @dataclass(frozen=True)
 class Output:
-    """One emitted document: its JSON text and a deterministic id for idempotent sinks."""
+    """One emitted document: its JSON text and a deterministic id for idempotent sinks.
+
+    `target` holds the sink target names computed per document (`sinks.targets`), if any.
+    """
 
     doc_json: str
     key: str
+    target: dict[str, Any] | None = None
 
 
 @dataclass
@@ -78,6 +82,18 @@ def dlq_record(row: Any, *, processor: str, now: datetime) -> dict[str, Any]:
     return record
 
 
+#: Where `sinks.targets` puts per-document sink target names in the row's metadata.
+SINK_TARGET_META = "__sluice_sink"
+
+
+def sink_target(meta_json: str | None) -> dict[str, Any] | None:
+    """The sink target names computed for a document (None when the sink has literal ones)."""
+    if not meta_json or SINK_TARGET_META not in meta_json:
+        return None
+    value = json.loads(meta_json).get(SINK_TARGET_META)
+    return value if isinstance(value, dict) else None
+
+
 def output_key(row: Any, processor: str) -> str:
     """A deterministic id for an emitted document (window results: window and group key)."""
     if row["window_start"] is not None:
@@ -102,7 +118,9 @@ class ForeachBatchSink:
         for row in rows:
             if row["kind"] == KIND_OUTPUT:
                 batch.order.append((KIND_OUTPUT, len(batch.outputs)))
-                batch.outputs.append(Output(row["doc"], output_key(row, self.processor)))
+                batch.outputs.append(
+                    Output(row["doc"], output_key(row, self.processor), sink_target(row["meta"]))
+                )
             elif row["kind"] == KIND_DLQ:
                 batch.order.append((KIND_DLQ, len(batch.dlq)))
                 batch.dlq.append(dlq_record(row, processor=self.processor, now=now))

@@ -90,8 +90,8 @@ class ServiceProcess:
             **self.extra_env,
         }
 
-    def start(self, *, timeout: float = 180.0) -> ServiceProcess:
-        """Start and wait until Spark is ready."""
+    def start(self, *, timeout: float = 180.0, until: str = "ready") -> ServiceProcess:
+        """Start and wait until Spark is ready (or reports the `until` engine state)."""
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
         self.proc = subprocess.Popen(
             [*SLUICE, "serve", "--log-level", "warning"],
@@ -102,19 +102,19 @@ class ServiceProcess:
         )
         log.close()
         poll(
-            self._ready,
+            lambda: self._ready(until),
             timeout=timeout,
-            message=f"the service did not become ready:\n{self.log_tail()}",
+            message=f"the service's engine did not become {until}:\n{self.log_tail()}",
         )
         return self
 
-    def _ready(self) -> bool:
+    def _ready(self, until: str = "ready") -> bool:
         if self.proc is not None and self.proc.poll() is not None:
             raise AssertionError(
                 f"the service exited with {self.proc.returncode}:\n{self.log_tail()}"
             )
         try:
-            return httpx.get(f"{self.url}/healthz", timeout=2).json().get("engine") == "ready"
+            return httpx.get(f"{self.url}/healthz", timeout=2).json().get("engine") == until
         except (httpx.HTTPError, ValueError):
             return False
 

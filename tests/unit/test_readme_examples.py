@@ -30,11 +30,21 @@ def test_readme_example_is_a_valid_pipeline(block: str) -> None:
 def test_readme_example_compiles_to_a_spark_plan(spark: object, block: str) -> None:
     """Compiling catches what parsing cannot: unknown expression operators, connections."""
     from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._engine.context import CompileContext
+    from pipeline_stages._engine.context import CompileContext, ConnectionInfo
     from pipeline_stages._engine.plan import compile_pipeline
     from pipeline_stages._engine.sources import register_all
 
     register_all(spark)
-    ctx = CompileContext(spark=spark, processor_name="readme", problems=ProblemCollector())  # type: ignore[arg-type]
+    # The connections the README's examples name, as `sluice connections create` makes them.
+    connections = {
+        "atlas": ConnectionInfo("atlas", "Cluster", {"uri": "mongodb://localhost:27017"}),
+        "files": ConnectionInfo("files", "File", {"directory": "/tmp/sluice-readme-files"}),
+    }
+    ctx = CompileContext(
+        spark=spark,  # type: ignore[arg-type]
+        processor_name="readme",
+        problems=ProblemCollector(),
+        connections=connections,
+    )
     compiled = compile_pipeline(parse_pipeline(json.loads(block)), ctx)
     assert compiled.envelopes.isStreaming

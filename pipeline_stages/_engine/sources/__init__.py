@@ -17,9 +17,13 @@ RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING
 
 def register_all(spark: object) -> None:
     """Register Sluice's Python data sources with a session (idempotent)."""
+    from pipeline_stages._engine.sources.change_stream import ChangeStreamDataSource
     from pipeline_stages._engine.sources.documents import DocumentsDataSource
+    from pipeline_stages._engine.sources.files import FileDataSource
     from pipeline_stages._engine.sources.http_ingest import HttpIngestDataSource
+    from pipeline_stages._engine.sources.kafka import KafkaDataSource
     from pipeline_stages._engine.sources.sample_solar import SampleSolarDataSource
 
-    for source in (DocumentsDataSource, SampleSolarDataSource, HttpIngestDataSource):
+    sources = (DocumentsDataSource, SampleSolarDataSource, HttpIngestDataSource, KafkaDataSource)
+    for source in (*sources, FileDataSource, ChangeStreamDataSource):
         spark.dataSource.register(source)  # type: ignore[attr-defined]

@@ -25,7 +25,10 @@ metrics_router = APIRouter(tags=["system"], dependencies=[Depends(require_api_ke
 @health_router.get("/healthz", response_model=Health)
 async def healthz(services: ServicesDep) -> dict[str, Any]:
     """Liveness: the service answers; `engine` tells whether Spark is ready."""
-    return {"status": "ok", "engine": services.manager.engine.state, "version": VERSION}
+    engine = services.manager.engine
+    # Why Spark could not start (e.g. executors on another Python version), for operators.
+    error = getattr(engine, "error", None)
+    return {"status": "ok", "engine": engine.state, "version": VERSION, "engineError": error}
 
 
 @metrics_router.get(

@@ -128,12 +128,27 @@ def test_create_rejects_duplicates_and_collects_every_problem(manager: Processor
     assert ("unknown_connection", "/options/dlq/connectionName") in found
 
 
-def test_sinks_are_rejected_until_the_service_can_run_them(manager: ProcessorManager) -> None:
+def test_a_merge_sink_into_local_is_accepted(manager: ProcessorManager) -> None:
     pipeline = [SOURCE, {"$merge": {"into": {"connectionName": "local", "db": "d", "coll": "c"}}}]
+    create(manager, pipeline=pipeline)
+    assert manager.get("p").state is State.CREATED
+
+
+def test_sink_connection_problems_are_reported_with_paths(manager: ProcessorManager) -> None:
+    pipeline = [
+        SOURCE,
+        {
+            "$merge": {
+                "into": {"connectionName": "nowhere", "db": "d", "coll": "c"},
+                "whenMatched": [{"$set": {"x": 1}}],
+            }
+        },
+    ]
     with pytest.raises(PipelineRejected) as caught:
         create(manager, pipeline=pipeline)
     assert [(p.code, p.path) for p in caught.value.problems] == [
-        ("unsupported_stage", "/pipeline/1")
+        ("unknown_connection", "/pipeline/1/$merge/into/connectionName"),
+        ("unsupported_option", "/pipeline/1/$merge/whenMatched"),
     ]
 
 

@@ -1,0 +1,73 @@
+"""Deterministic ids for exactly-once sink effects, and the DLQ records of sink failures.
+
+Spark replays the last micro-batch after a crash with the same batch id and the same rows, so
+a sink is exactly-once in effect when writing a batch twice leaves what writing it once
+left. Every output carries `Output.key` (`sink.output_key`): for a window result it is built
+from the processor name, the window start and the group key; for any other document from the
+processor name and the document's source position (partition, sequence, sub-position). Both
+are independent of micro-batch boundaries. A document whose key repeats within a batch (an
+`$unwind` after a window turns one result into several rows that share the window's key) is
+numbered by its occurrence, which is stable because a batch's rows are sorted by position.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pipeline_stages._engine.sink import Output, iso_millis, object_id
+
+
+def effective_keys(outputs: Sequence[Output]) -> list[str]:
+    """One distinct, replay-stable key per output of a batch (see the module docstring)."""
+    seen: dict[str, int] = {}
+    keys: list[str] = []
+    for output in outputs:
+        n = seen.get(output.key, 0)
+        seen[output.key] = n + 1
+        keys.append(output.key if n == 0 else object_id(output.key, n))
+    return keys
+
+
+def with_id(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """`doc` with `_id` first set to the ObjectId of `key` when it has none (relaxed EJSON)."""
+    if "_id" in doc:
+        return doc
+    return {"_id": {"$oid": key}, **doc}
+
+
+def sink_dlq_record(
+    doc_json: str,
+    *,
+    key: str,
+    reason: str,
+    operator: str,
+    processor: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """Atlas's DLQ document (§6.2) for a document a sink could not write.
+
+    The `_id` is deterministic, so the record of a replayed batch overwrites the first one.
+    `_stream_meta` is the document's own (sinks see documents, not their source metadata).
+    """
+    try:
+        doc: Any = json.loads(doc_json)
+    except ValueError:
+        doc = doc_json
+    meta = doc.get("_stream_meta") if isinstance(doc, dict) else None
+    return {
+        "_id": {"$oid": object_id(processor, "sink", operator, key)},
+        "_stream_meta": meta if isinstance(meta, dict) else {},
+        "errInfo": {"reason": reason},
+        "operatorName": operator,
+        "doc": doc,
+        "processorName": processor,
+        "dlqTime": {"$date": iso_millis(now)},
+    }
+
+
+def write_error_reason(operator: str, message: str) -> str:
+    """The DLQ reason of a sink write error, in the form of Atlas's operator errors."""
+    return f"Failed to process input document in {operator} with error: {message}"

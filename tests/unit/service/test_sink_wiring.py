@@ -1,0 +1,125 @@
+"""The service and `sluice process` hand batches to sink writers (no Spark; SQLite stores)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline_stages import parse_pipeline
+from pipeline_stages._engine.sink import BatchResult, Output
+from pipeline_stages._engine.sinks.merge_writer import MergeWriter
+from service.manager_stats import LiveStats
+from service.process import StdoutWriter, _LocalStore
+from service.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
+from service.stores import ConnectionRecord, ConnectionType, DlqQuery, Stores, open_stores
+from service.writers import DlqWriter, ProcessorWriter, SampleBuffer
+
+SOURCE = {"$source": {"connectionName": "sample_stream_solar"}}
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Iterator[Stores]:
+    opened = open_stores(data_dir=tmp_path)
+    yield opened
+    opened.close()
+
+
+def merge_pipeline(**body: Any) -> list[Any]:
+    into = {"connectionName": "local", "db": "app", "coll": "out"}
+    return [SOURCE, {"$merge": {"into": into, **body}}]
+
+
+def batch(batch_id: int, *docs: dict[str, Any]) -> BatchResult:
+    result = BatchResult(batch_id=batch_id)
+    result.outputs = [Output(json.dumps(d), f"{i + 1:024x}") for i, d in enumerate(docs)]
+    result.order = [("out", i) for i in range(len(docs))]
+    return result
+
+
+def resources(stores: Stores, **connections: Any) -> StoreSinkResources:
+    return StoreSinkResources(
+        local=stores.documents, connections=connections, clients=ClusterClients()
+    )
+
+
+def test_a_pipeline_without_a_sink_has_no_writer(stores: Stores) -> None:
+    parsed = parse_pipeline([SOURCE])
+    assert build_run_sink(parsed, resources(stores), processor="p", run_tag="t") is None
+
+
+def test_processor_writer_merges_and_stores_the_sinks_dlq_records(stores: Stores) -> None:
+    parsed = parse_pipeline(merge_pipeline(on="k"))
+    sink = build_run_sink(parsed, resources(stores), processor="p", run_tag="t")
+    assert isinstance(sink, MergeWriter)
+    stats = LiveStats()
+    writer = ProcessorWriter(
+        generation=1,
+        stats=stats,
+        sample=SampleBuffer(stores.documents, "abc", capacity=10),
+        dlq=DlqWriter(lambda: stores.dlq("d", "dlq"), processor="p", instance="ws"),
+        sink=sink,
+    )
+    stores.documents.merge("app", "out", [{"_id": 1, "k": "a"}])
+    one = batch(0, {"k": "b", "v": 1}, {"_id": 9, "k": "a", "v": 2})  # 2nd: immutable _id
+    writer.write(one)
+    assert [d["k"] for d in stores.documents.find("app", "out", sort=[("k", 1)])] == ["a", "b"]
+    docs, total = stores.dlq("d", "dlq").find(DlqQuery(processor="p"))
+    assert total == 1 and docs[0]["operatorName"] == "MergeOperator"
+    messages, _ = writer.sample.recent(10)
+    assert [m.get("_dlqMessage", {}).get("operatorName") for m in messages] == [
+        None,
+        None,
+        "MergeOperator",
+    ]
+    assert stats.snapshot()["dlqMessageCount"] == 1
+
+
+def test_stdout_writer_writes_the_sink_and_prints_only_dlq_records(stores: Stores) -> None:
+    parsed = parse_pipeline(
+        merge_pipeline(into={"connectionName": "local", "db": "app", "coll": "$c"})
+    )
+    sink = build_run_sink(parsed, resources(stores), processor="p", run_tag="t")
+    out = io.StringIO()
+    writer = StdoutWriter(out, print_outputs=False, sink=sink)
+    one = batch(0, {"v": 1})
+    one.outputs[0] = Output(one.outputs[0].doc_json, one.outputs[0].key, {"coll": "x"})
+    one.outputs.append(Output('{"v": 2}', "b" * 24, {"coll": None}))
+    one.order.append(("out", 1))
+    writer.write(one)
+    printed = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [p["_dlqMessage"]["doc"] for p in printed] == [{"v": 2}]
+    assert [d["v"] for d in stores.documents.find("app", "x")] == [1]
+
+
+def test_process_reads_registered_connections_only_when_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime
+
+    monkeypatch.setenv("SLUICE_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("SLUICE_STORE_URL", raising=False)
+    stores = open_stores(data_dir=tmp_path)
+    stores.connections.create(
+        ConnectionRecord(
+            name="files",
+            type=ConnectionType.FILE,
+            config={"directory": "/srv/files"},
+            created_at=datetime.now(tz=UTC),
+        )
+    )
+    stores.close()
+    local = _LocalStore()
+    try:
+        assert local.registered_connections([SOURCE]) == {}
+        found = local.registered_connections(
+            [{"$source": {"connectionName": "files", "path": "in"}}]
+        )
+        assert found["files"].type == "File"
+        assert found["files"].config == {"directory": "/srv/files"}
+    finally:
+        local.close()
