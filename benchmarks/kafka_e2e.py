@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -111,6 +112,7 @@ class Local:
     def close(self) -> None:
         self.clients.close()
         self.stores.close()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 def docs(count: int, base_ms: int, step_ms: int = 1) -> list[str]:
@@ -264,7 +266,7 @@ def main() -> None:
             run = latency(spark, broker, args.rate, args.seconds, local)
             lat.append(statistics.median(run))
             print(f"latency run: {len(run)} windows, median {statistics.median(run):.0f} ms, max {max(run):.0f} ms")  # fmt: skip
-        print(f"kafka end-to-end latency (window end -> sink), median of runs: {statistics.median(lat):.0f} ms")  # fmt: skip
+        print(f"kafka end-to-end latency (window end -> merged into local), median of runs: {statistics.median(lat):.0f} ms")  # fmt: skip
     finally:
         local.close()
         stop(broker)

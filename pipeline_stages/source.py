@@ -16,7 +16,8 @@ combinations that depend on it (using `model_fields_set` to see what the user wr
   `connectionName`, `topic`, `db` or `coll`.
 * Sluice additions: `config.batchSize` (documents per micro-batch for the `documents`
   source, default 1 as in Atlas, which makes watermarks advance one document at a time),
-  `config.maxOffsetsPerTrigger` (Kafka: records per micro-batch at most, default 10,000) and
+  `config.maxOffsetsPerTrigger` (Kafka, HTTP ingest and File: records per micro-batch at
+  most, default 10,000: back pressure, so a backlog is read in bounded batches) and
   `path` (a file or directory under a File connection's root).
 
 Rejected with `unsupported_option`: `initialSync` (initial collection scans are not
@@ -358,6 +359,10 @@ def _read_http_ingest(spec: SourceSpec, ctx: Any, connection: Any) -> Any:
         .option("dataDir", str(ctx.data_dir))
         .option("connection", connection.name)
         .option("startSeq", str(int(start)))
+        .option(
+            "maxRecordsPerBatch",
+            str(spec.config.max_offsets_per_trigger or http_ingest.DEFAULT_MAX_PER_BATCH),
+        )
         .load()
     )
 

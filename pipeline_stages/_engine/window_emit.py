@@ -106,10 +106,11 @@ class Emitter:
 
 
 def late_doc(orig: Any) -> str | None:
-    """The JSON text of a late document (shipped as a VARIANT, see `window_inner.with_flags`)."""
-    if orig is None or isinstance(orig, str):
-        return orig
-    return prefer_double(orig.toJson())
+    """The JSON text of a late document (shipped as `to_json`, see `window_inner.with_flags`),
+    written so that `parse_json` keeps its doubles doubles."""
+    if orig is None:
+        return None
+    return prefer_double(orig if isinstance(orig, str) else orig.toJson())
 
 
 def late_meta(orig: str | None, source: C.WindowSource) -> str:

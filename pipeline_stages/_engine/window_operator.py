@@ -59,12 +59,30 @@ def make_core(spec: C.OperatorSpec, state: Any, clock: Clock, out: Emitter) -> A
     return SlidingWindows(spec, state or SlidingState(), clock, out)
 
 
-def sort_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in arrival order: source position, then the document, then its window."""
-    keys = [df[C.WSTART].fillna(-1).to_numpy()] if C.WSTART in df else []
-    keys += [df["sub"].to_numpy(), df[C.DOC_SUB].to_numpy(), df["part"].to_numpy()]
-    order = np.lexsort([*keys, df["seq"].to_numpy()])
-    return df.iloc[order].reset_index(drop=True)
+def sort_rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The call's input chunks as one frame in arrival order: source position, then the
+    document, then its window.
+
+    Column by column with numpy: `pd.concat` checks every cell of the (mostly all-None) text
+    columns for NA, and `iloc` + `reset_index` copies the frame twice (measured on a 125k-row
+    batch in 13 chunks: 0.57 s for concat + sort under cProfile, ~0.1 s here). The input
+    usually arrives sorted already, which skips the take.
+    """
+    columns: dict[str, Any] = {}
+    for name in frames[0].columns:
+        parts = [f[name] for f in frames]
+        if isinstance(parts[0].dtype, np.dtype):
+            columns[name] = np.concatenate([p.to_numpy() for p in parts])
+        else:  # an extension dtype (nullable ints): keep it
+            columns[name] = pd.concat(parts, ignore_index=True).array
+    keys = []
+    if C.WSTART in columns:
+        keys.append(pd.Series(columns[C.WSTART]).fillna(-1).to_numpy(dtype=np.int64))
+    keys += [columns["sub"], columns[C.DOC_SUB], columns["part"], columns["seq"]]
+    order = np.lexsort(keys)
+    if len(order) > 1 and not (np.diff(order) == 1).all():
+        columns = {name: values[order] for name, values in columns.items()}
+    return pd.DataFrame(columns, copy=False)
 
 
 def segments(df: pd.DataFrame, spec: C.OperatorSpec, now: int) -> list[tuple[int, pd.DataFrame]]:
@@ -158,7 +176,7 @@ def make_operator(spec: C.OperatorSpec) -> Callable[..., Iterator[pd.DataFrame]]
         core = make_core(spec, core_state, clock, out)
         now = int(state.getCurrentProcessingTimeMs())
         if frames:
-            df = sort_rows(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
+            df = sort_rows(frames)
             for at, rows in segments(df, spec, now):
                 run_segment(core, clock, spec, at, rows)
         elif not spec.source.test_clock:

@@ -32,6 +32,7 @@ schedule are in the assertion messages and printed (`-s`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -224,16 +225,15 @@ class Deployment:
 
     def wait_finished(self, ends: dict[str, Any]) -> None:
         began = time.monotonic()
-        poll(
-            lambda: self.finished(ends),
-            timeout=FINISH_TIMEOUT,
-            every=1.0,
-            message=(
-                f"[{self.root.name}] the processors did not read all input; committed ends "
-                f"{ {name: self.committed_end(name) for name in ends} }, expected {ends}; "
-                f"states {self.states()}\n{self.log}\n{self.service.log_tail() if self.service else ''}"
-            ),
-        )
+        try:
+            poll(lambda: self.finished(ends), timeout=FINISH_TIMEOUT, every=1.0, message="")
+        except AssertionError:
+            committed = {name: self.committed_end(name) for name in ends}
+            raise AssertionError(
+                f"[{self.root.name}] the processors did not read all input in "
+                f"{FINISH_TIMEOUT:g} s: committed ends {committed}, expected {ends}; states "
+                f"{self.states()}; {self.log}\n{self.service.log_tail() if self.service else ''}"
+            ) from None
         self.note(f"all input processed in {time.monotonic() - began:.0f} s")
 
     def states(self) -> dict[str, str]:
@@ -284,7 +284,8 @@ class Deployment:
             self.service.cleanup()
         for group in self.groups:
             for member in process_group(group):
-                os.kill(member, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(member, signal.SIGKILL)
 
     def stop(self) -> None:
         assert self.service is not None
@@ -292,7 +293,7 @@ class Deployment:
 
 
 @pytest.fixture
-def deployments(tmp_path: Path) -> Iterator[list[Deployment]]:
+def deployments() -> Iterator[list[Deployment]]:
     made: list[Deployment] = []
     yield made
     for deployment in made:

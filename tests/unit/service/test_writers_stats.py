@@ -186,3 +186,13 @@ def test_metrics_text_format() -> None:
     assert 'sluice_ingest_records_total{connection="in"} 4' in text
     assert "sluice_engine_ready 1" in text
     assert all(line.startswith(("#", "sluice_")) for line in text.strip().splitlines())
+
+
+def test_a_watermark_read_back_from_the_store_keeps_its_ejson_form() -> None:
+    """The store decodes `{"$date": ...}` into a datetime; the API schema needs the EJSON form."""
+    stored = {"watermark": datetime(2024, 1, 1, 0, 0, 9, 999_000, tzinfo=UTC)}
+    stats = LiveStats(stored)
+    assert stats.watermark == {"$date": "2024-01-01T00:00:09.999Z"}
+    assert LiveStats({"watermark": {"$date": "2024-01-01T00:00:01.000Z"}}).watermark == {
+        "$date": "2024-01-01T00:00:01.000Z"
+    }
