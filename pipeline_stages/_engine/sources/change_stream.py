@@ -30,12 +30,11 @@ from typing import Any
 
 from bson import json_util
 from bson.timestamp import Timestamp
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-from pyspark.sql.types import StructType
 
 from pipeline_stages._engine.json_text import prefer_double
-from pipeline_stages._engine.sources import RAW_SCHEMA
+from pipeline_stages._engine.sources.raw_source import RawRecordSource
 
 FORMAT = "sluice_change_stream"
 #: `_stream_meta.source.type` of change events (atlas-semantics.md §5).
@@ -152,23 +151,6 @@ class _Batch(InputPartition):
         self.start = start
         self.end = end
         self.events = events
-
-
-class ChangeStreamDataSource(DataSource):
-    """Options: `uri`, `db`, `coll` (JSON), `options` (JSON of the source's config)."""
-
-    @classmethod
-    def name(cls) -> str:
-        """The format name Spark knows this source by."""
-        return FORMAT
-
-    def schema(self) -> str:
-        """The common raw-record schema of all Sluice sources."""
-        return RAW_SCHEMA
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
-        """A reader over the watched namespace."""
-        return ChangeStreamReader(dict(self.options))
 
 
 class ChangeStreamReader(DataSourceStreamReader):
@@ -326,3 +308,10 @@ def read_change_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any |
         .option("maxRecordsPerBatch", str(limit))
         .load()
     )
+
+
+class ChangeStreamDataSource(RawRecordSource):
+    """Options: `uri`, `db`, `coll` (JSON), `options` (JSON of the source's config)."""
+
+    format_name = FORMAT
+    reader = ChangeStreamReader

@@ -12,15 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceStreamReader,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-from pyspark.sql.types import StructType
 
 from pipeline_stages._engine.json_text import prefer_double
-from pipeline_stages._engine.sources import RAW_SCHEMA
+from pipeline_stages._engine.sources.raw_source import RawRecordSource
 
 FORMAT = "sluice_documents"
 
@@ -32,23 +30,6 @@ class _Range(InputPartition):
     def __init__(self, start: int, end: int) -> None:
         self.start = start
         self.end = end
-
-
-class DocumentsDataSource(DataSource):
-    """Options: `documents` (a JSON array of texts), `batchSize`, `baseTimeMs`."""
-
-    @classmethod
-    def name(cls) -> str:
-        """The format name Spark knows this source by."""
-        return FORMAT
-
-    def schema(self) -> str:
-        """The common raw-record schema of all Sluice sources."""
-        return RAW_SCHEMA
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
-        """A reader over the documents given in the options."""
-        return DocumentsStreamReader(dict(self.options))
 
 
 class DocumentsStreamReader(DataSourceStreamReader):
@@ -91,3 +72,10 @@ class DocumentsStreamReader(DataSourceStreamReader):
         meta = json.dumps({"type": SOURCE_TYPE})
         for index in range(partition.start, partition.end):
             yield (0, index, prefer_double(self.texts[index]), self.base_time_ms + index, meta)
+
+
+class DocumentsDataSource(RawRecordSource):
+    """Options: `documents` (a JSON array of texts), `batchSize`, `baseTimeMs`."""
+
+    format_name = FORMAT
+    reader = DocumentsStreamReader

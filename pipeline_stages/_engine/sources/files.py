@@ -25,12 +25,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-from pyspark.sql.types import StructType
 
 from pipeline_stages._engine.json_text import prefer_double
-from pipeline_stages._engine.sources import RAW_SCHEMA
+from pipeline_stages._engine.sources.raw_source import RawRecordSource
 
 FORMAT = "sluice_file"
 SOURCE_TYPE = "file"
@@ -122,24 +121,6 @@ class _Range(InputPartition):
     def __init__(self, start: dict[str, Any], end: dict[str, Any]) -> None:
         self.start = start
         self.end = end
-
-
-class FileDataSource(DataSource):
-    """Options: `directory` (absolute, already checked to be under the root), `relative`
-    (the path as the pipeline wrote it, for metadata), `maxRecordsPerBatch`."""
-
-    @classmethod
-    def name(cls) -> str:
-        """The format name Spark knows this source by."""
-        return FORMAT
-
-    def schema(self) -> str:
-        """The common raw-record schema of all Sluice sources."""
-        return RAW_SCHEMA
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
-        """A reader over the directory."""
-        return FileStreamReader(dict(self.options))
 
 
 class FileStreamReader(DataSourceStreamReader):
@@ -258,3 +239,11 @@ def read_file_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | N
 def _batch_limit(spec: Any) -> int:
     """`config.maxOffsetsPerTrigger` (lines per micro-batch), or the default."""
     return int(getattr(spec.config, "max_offsets_per_trigger", None) or DEFAULT_MAX_PER_BATCH)
+
+
+class FileDataSource(RawRecordSource):
+    """Options: `directory` (absolute, already checked to be under the root), `relative`
+    (the path as the pipeline wrote it, for metadata), `maxRecordsPerBatch`."""
+
+    format_name = FORMAT
+    reader = FileStreamReader

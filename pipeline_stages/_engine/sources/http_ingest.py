@@ -25,12 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-from pyspark.sql.types import StructType
 
 from pipeline_stages._engine.json_text import prefer_double
-from pipeline_stages._engine.sources import RAW_SCHEMA
+from pipeline_stages._engine.sources.raw_source import RawRecordSource
 
 FORMAT = "sluice_http_ingest"
 
@@ -59,23 +58,6 @@ class _Range(InputPartition):
     def __init__(self, start: int, end: int) -> None:
         self.start = start
         self.end = end
-
-
-class HttpIngestDataSource(DataSource):
-    """Options: `dataDir`, `connection`, `startSeq`, `maxRecordsPerBatch`."""
-
-    @classmethod
-    def name(cls) -> str:
-        """The format name Spark knows this source by."""
-        return FORMAT
-
-    def schema(self) -> str:
-        """The common raw-record schema of all Sluice sources."""
-        return RAW_SCHEMA
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
-        """A reader over the connection's spool."""
-        return HttpIngestStreamReader(dict(self.options))
 
 
 class HttpIngestStreamReader(DataSourceStreamReader):
@@ -130,3 +112,10 @@ class HttpIngestStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the spool keeps records for every reader (retention is separate)."""
+
+
+class HttpIngestDataSource(RawRecordSource):
+    """Options: `dataDir`, `connection`, `startSeq`, `maxRecordsPerBatch`."""
+
+    format_name = FORMAT
+    reader = HttpIngestStreamReader

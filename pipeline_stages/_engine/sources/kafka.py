@@ -32,13 +32,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-from pyspark.sql.types import StructType
 
 from pipeline_stages._engine.json_text import prefer_double
-from pipeline_stages._engine.sources import RAW_SCHEMA
 from pipeline_stages._engine.sources import kafka_offsets as K
+from pipeline_stages._engine.sources.raw_source import RawRecordSource
 
 FORMAT = "sluice_kafka"
 
@@ -81,23 +80,6 @@ class KafkaRange(InputPartition):
         self.part = part
         self.first = first
         self.end = end
-
-
-class KafkaDataSource(DataSource):
-    """Format `sluice_kafka`; see the module docstring for the options."""
-
-    @classmethod
-    def name(cls) -> str:
-        """The format name Spark knows this source by (not `kafka`: Spark's own JVM format)."""
-        return FORMAT
-
-    def schema(self) -> str:
-        """The common raw-record schema of all Sluice sources."""
-        return RAW_SCHEMA
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
-        """A reader over the topics given in the options."""
-        return KafkaStreamReader(dict(self.options))
 
 
 class KafkaStreamReader(DataSourceStreamReader):
@@ -336,3 +318,10 @@ class KafkaStreamReader(DataSourceStreamReader):
                 key_format_error=self.key_format_error,
             )
         )
+
+
+class KafkaDataSource(RawRecordSource):
+    """Format `sluice_kafka`; see the module docstring for the options."""
+
+    format_name = FORMAT
+    reader = KafkaStreamReader

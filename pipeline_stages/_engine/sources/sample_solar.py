@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-from pyspark.sql.types import StructType
 
 from pipeline_stages._engine.json_text import prefer_double
-from pipeline_stages._engine.sources import RAW_SCHEMA
+from pipeline_stages._engine.sources.raw_source import RawRecordSource
 
 FORMAT = "sluice_sample_solar"
 SOURCE_TYPE = "generated"
@@ -49,23 +48,6 @@ def solar_document(seq: int, event_ms: int) -> dict[str, Any]:
         "event_type": 1 if rng.random() < 0.02 else 0,
         "obs": {"watts": rng.randrange(0, max_watts + 1), "temp": rng.randrange(5, 35)},
     }
-
-
-class SampleSolarDataSource(DataSource):
-    """Options: `rate` (documents per second, default 10), `startMs` (generation start)."""
-
-    @classmethod
-    def name(cls) -> str:
-        """The format name Spark knows this source by."""
-        return FORMAT
-
-    def schema(self) -> str:
-        """The common raw-record schema of all Sluice sources."""
-        return RAW_SCHEMA
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
-        """A reader generating documents at the configured rate."""
-        return SampleSolarStreamReader(dict(self.options))
 
 
 class SampleSolarStreamReader(DataSourceStreamReader):
@@ -104,3 +86,10 @@ class SampleSolarStreamReader(DataSourceStreamReader):
             event_ms = partition.start_ms + int(seq * 1000 / partition.rate)
             doc = prefer_double(json.dumps(solar_document(seq, event_ms)))
             yield (0, seq, doc, event_ms, meta)
+
+
+class SampleSolarDataSource(RawRecordSource):
+    """Options: `rate` (documents per second, default 10), `startMs` (generation start)."""
+
+    format_name = FORMAT
+    reader = SampleSolarStreamReader

@@ -19,11 +19,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
-from pyspark.sql.types import StructType
 
-from pipeline_stages._engine.sources import RAW_SCHEMA
+from pipeline_stages._engine.sources.raw_source import RawRecordSource
 
 FORMAT = "sluice_scripted"
 
@@ -47,23 +46,6 @@ def write_batch(directory: str | Path, index: int, rows: Sequence[Sequence[Any]]
 class _Batch(InputPartition):
     def __init__(self, path: str) -> None:
         self.path = path
-
-
-class ScriptedDataSource(DataSource):
-    """Options: `dir`, the directory the batch files appear in."""
-
-    @classmethod
-    def name(cls) -> str:
-        """The format name Spark knows this source by."""
-        return FORMAT
-
-    def schema(self) -> str:
-        """The common raw-record schema of all Sluice sources."""
-        return RAW_SCHEMA
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
-        """A reader over the batch files of the directory."""
-        return ScriptedStreamReader(dict(self.options))
 
 
 class ScriptedStreamReader(DataSourceStreamReader):
@@ -94,3 +76,10 @@ class ScriptedStreamReader(DataSourceStreamReader):
             raise TypeError(f"unexpected partition {partition!r}")
         for part, seq, raw, ts, meta in json.loads(Path(partition.path).read_text("utf-8")):
             yield (int(part), int(seq), raw, int(ts), meta)
+
+
+class ScriptedDataSource(RawRecordSource):
+    """Options: `dir`, the directory the batch files appear in."""
+
+    format_name = FORMAT
+    reader = ScriptedStreamReader
