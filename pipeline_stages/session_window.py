@@ -35,22 +35,24 @@ class SessionGeometry:
     idle_timeout_ms: int | None
 
 
+def simple_partition_by(value: Any) -> Any:
+    """`partitionBy` must be a field path or a single-operator expression (Atlas's rule)."""
+    if isinstance(value, dict) and (len(value) != 1 or not next(iter(value)).startswith("$")):
+        raise custom_error(
+            ProblemCode.INVALID_VALUE,
+            "partitionBy must be a single field path or a simple expression, not an "
+            f"embedded document, got {describe(value)}",
+        )
+    return value
+
+
 class SessionWindowSpec(BoundedWindowSpecBase):
     """The body of `$sessionWindow`."""
 
     partition_by: Any = Field(alias="partitionBy")
     gap: PositiveDuration
 
-    @field_validator("partition_by")
-    @classmethod
-    def _simple_partition(cls, value: Any) -> Any:
-        if isinstance(value, dict) and (len(value) != 1 or not next(iter(value)).startswith("$")):
-            raise custom_error(
-                ProblemCode.INVALID_VALUE,
-                "partitionBy must be a single field path or a simple expression, not an "
-                f"embedded document, got {describe(value)}",
-            )
-        return value
+    _simple_partition = field_validator("partition_by")(simple_partition_by)
 
     def geometry(self) -> SessionGeometry:
         """The window's timing in milliseconds."""

@@ -9,6 +9,9 @@ other. Fields:
 * `grace` (duration or 0, default 3 s like Atlas `allowedLateness`, at most 30 min): how long
   after a window's end a document is still accepted; later documents are late (DLQ);
 * `idleTimeout` (duration or 0, default disabled): as for the Atlas windows;
+* `partitionBy` (optional; a field path or a single-operator expression, as for
+  `$sessionWindow`): windows are kept per partition, as Kafka Streams keeps them per key;
+  without it all documents share one partition;
 * `pipeline` (required, non-empty): the inner pipeline, with the same rules as Atlas windows.
 
 There is no `boundary` (sliding windows are event-time only) and no `offset` (windows are not
@@ -22,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from pipeline_stages._windows_common import (
     THREE_SECONDS,
@@ -31,6 +34,7 @@ from pipeline_stages._windows_common import (
     WindowSpecBase,
     duration_ms,
 )
+from pipeline_stages.session_window import simple_partition_by
 
 KEY = "$slidingWindow"
 
@@ -49,6 +53,9 @@ class SlidingWindowSpec(WindowSpecBase):
 
     time_difference: PositiveDuration = Field(alias="timeDifference")
     grace: Grace = THREE_SECONDS
+    partition_by: Any = Field(default=None, alias="partitionBy")
+
+    _simple_partition = field_validator("partition_by")(simple_partition_by)
 
     def allowed_lateness_ms(self) -> int:
         """The grace period in ms (the sliding window's allowed lateness)."""
@@ -69,4 +76,13 @@ def compile(spec: SlidingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  #
     from pipeline_stages._engine.window_compile import compile_window
 
     geometry = window_config.SlidingGeometry(time_difference_ms=spec.time_difference.ms)
-    return compile_window(spec, frame, ctx, path, key=KEY, kind="sliding", geometry=geometry)
+    return compile_window(
+        spec,
+        frame,
+        ctx,
+        path,
+        key=KEY,
+        kind="sliding",
+        geometry=geometry,
+        partition_by=spec.partition_by,
+    )
