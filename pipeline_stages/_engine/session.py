@@ -23,9 +23,10 @@ BASE_CONF: dict[str, str] = {
     # Deeply nested MQL inside `$map`/`$filter` lambdas needs more analyzer iterations than
     # Spark's default 100 (measured: 15 nested operators failed to plan).
     "spark.sql.analyzer.maxIterations": "1000",
-    # -Xss: stopping a query while its foreachBatch runs makes Spark match the (long) Python
-    # error text with a backtracking regex (StreamExecution.isInterruptedByStop), which
-    # overflowed the default 1 MiB thread stack here (StackOverflowError on every stop).
+    # -Xss: stopping a query while its foreachBatch runs threw StackOverflowError deep in
+    # java.util.regex on the stream execution thread (4 in one benchmark run, 0 with 16m);
+    # most likely Spark matching the long Python error text when deciding whether the
+    # failure was the stop (SPARK-39218).
     "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods -Xss16m",
     "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
 }
