@@ -17,26 +17,14 @@ with operatorName `EmitOperator`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_stages._engine.sink import BatchResult
-from pipeline_stages._engine.sinks.ids import (
-    effective_keys,
-    sink_dlq_record,
-    with_id,
-    write_error_reason,
-)
-from pipeline_stages._engine.sinks.plans import (
-    RESERVED_LOCAL_DB,
-    CollectionEmitPlan,
-    TargetError,
-    resolve_name,
-)
-
-Pending = list[tuple[int, dict[str, Any]]]
+from pipeline_stages._engine.sinks.ids import effective_keys, failure_records
+from pipeline_stages._engine.sinks.plans import CollectionEmitPlan
+from pipeline_stages._engine.sinks.targets_grouping import Pending, group_by_collection
 
 
 class CollectionEmitWriter:
@@ -77,38 +65,26 @@ class CollectionEmitWriter:
         """Write the batch; returns DLQ records for the documents not written."""
         if not batch.outputs:
             return []
-        from service.stores import from_relaxed_ejson
-
         keys = effective_keys(batch.outputs)
-        failures: list[tuple[int, str]] = []
-        groups: dict[tuple[str, str], Pending] = {}
-        for index, output in enumerate(batch.outputs):
-            try:
-                db = resolve_name(self.plan.db, "db", output.target)
-                coll = resolve_name(self.plan.coll, "coll", output.target)
-            except TargetError as error:
-                failures.append((index, str(error)))
-                continue
-            if self._embedded and db == RESERVED_LOCAL_DB:
-                failures.append((index, f"database {db!r} of 'local' is reserved for Sluice"))
-                continue
-            doc = with_id(json.loads(output.doc_json), keys[index])
-            groups.setdefault((db, coll), []).append((index, from_relaxed_ejson(doc)))
+        groups, failures = group_by_collection(
+            batch.outputs,
+            keys,
+            db=self.plan.db,
+            coll=self.plan.coll,
+            embedded=self._embedded,
+            assign_ids=True,
+        )
         for (db, coll), pending in groups.items():
             write = self._time_series if self.time_series else self._upsert
             failures.extend(write(db, coll, pending))
-        now = self._clock()
-        return [
-            sink_dlq_record(
-                batch.outputs[index].doc_json,
-                key=keys[index],
-                reason=write_error_reason(self.plan.operator, message),
-                operator=self.plan.operator,
-                processor=self._processor,
-                now=now,
-            )
-            for index, message in sorted(failures)
-        ]
+        return failure_records(
+            batch.outputs,
+            keys,
+            failures,
+            operator=self.plan.operator,
+            processor=self._processor,
+            now=self._clock(),
+        )
 
     def _upsert(self, db: str, coll: str, pending: Pending) -> list[tuple[int, str]]:
         from pipeline_stages._engine.sinks.merge_writer import _match_errors

@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline_stages._engine.file_paths import PathEscapes, resolve_under
 from pipeline_stages._engine.sink import BatchResult
-from pipeline_stages._engine.sinks.ids import effective_keys, sink_dlq_record, write_error_reason
+from pipeline_stages._engine.sinks.ids import effective_keys, failure_records
 from pipeline_stages._engine.sinks.plans import FileEmitPlan, TargetError, resolve_name
 
 SUFFIX = ".jsonl"
@@ -84,15 +84,11 @@ class FileEmitWriter:
         name = batch_file_name(self._processor, self._run_tag, batch.batch_id)
         for directory, docs in lines.items():
             write_atomically(directory, name, "".join(doc + "\n" for doc in docs))
-        now = self._clock()
-        return [
-            sink_dlq_record(
-                batch.outputs[index].doc_json,
-                key=keys[index],
-                reason=write_error_reason(self.plan.operator, message),
-                operator=self.plan.operator,
-                processor=self._processor,
-                now=now,
-            )
-            for index, message in failures
-        ]
+        return failure_records(
+            batch.outputs,
+            keys,
+            failures,
+            operator=self.plan.operator,
+            processor=self._processor,
+            now=self._clock(),
+        )

@@ -71,3 +71,26 @@ def sink_dlq_record(
 def write_error_reason(operator: str, message: str) -> str:
     """The DLQ reason of a sink write error, in the form of Atlas's operator errors."""
     return f"Failed to process input document in {operator} with error: {message}"
+
+
+def failure_records(
+    outputs: Sequence[Output],
+    keys: Sequence[str],
+    failures: Sequence[tuple[int, str]],
+    *,
+    operator: str,
+    processor: str,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The DLQ records of `(output index, message)` failures, in output order."""
+    return [
+        sink_dlq_record(
+            outputs[index].doc_json,
+            key=keys[index],
+            reason=write_error_reason(operator, message),
+            operator=operator,
+            processor=processor,
+            now=now,
+        )
+        for index, message in sorted(failures)
+    ]

@@ -15,27 +15,16 @@ the service retries from the checkpoint.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_stages._engine.sink import BatchResult
-from pipeline_stages._engine.sinks.ids import (
-    effective_keys,
-    sink_dlq_record,
-    with_id,
-    write_error_reason,
-)
-from pipeline_stages._engine.sinks.plans import (
-    RESERVED_LOCAL_DB,
-    MergePlan,
-    TargetError,
-    resolve_name,
-)
+from pipeline_stages._engine.sinks.ids import effective_keys, failure_records
+from pipeline_stages._engine.sinks.plans import MergePlan
+from pipeline_stages._engine.sinks.targets_grouping import Pending, group_by_collection
 
 #: `(index in batch.outputs, in-memory document)`.
-Pending = list[tuple[int, dict[str, Any]]]
 
 
 class MergeWriter:
@@ -72,39 +61,25 @@ class MergeWriter:
         """Merge the batch's outputs; returns DLQ records for the documents not written."""
         if not batch.outputs:
             return []
-        from service.stores import from_relaxed_ejson
-
         keys = effective_keys(batch.outputs)
-        failures: list[tuple[int, str]] = []
-        groups: dict[tuple[str, str], Pending] = {}
-        for index, output in enumerate(batch.outputs):
-            try:
-                db = resolve_name(self.plan.db, "db", output.target)
-                coll = resolve_name(self.plan.coll, "coll", output.target)
-            except TargetError as error:
-                failures.append((index, str(error)))
-                continue
-            if self._embedded and db == RESERVED_LOCAL_DB:
-                failures.append((index, f"database {db!r} of 'local' is reserved for Sluice"))
-                continue
-            doc = json.loads(output.doc_json)
-            if self.plan.assigns_ids and isinstance(doc, dict):
-                doc = with_id(doc, keys[index])
-            groups.setdefault((db, coll), []).append((index, from_relaxed_ejson(doc)))
+        groups, failures = group_by_collection(
+            batch.outputs,
+            keys,
+            db=self.plan.db,
+            coll=self.plan.coll,
+            embedded=self._embedded,
+            assign_ids=self.plan.assigns_ids,
+        )
         for (db, coll), pending in groups.items():
             failures.extend(self._merge(db, coll, pending))
-        now = self._clock()
-        return [
-            sink_dlq_record(
-                batch.outputs[index].doc_json,
-                key=keys[index],
-                reason=write_error_reason(self.plan.operator, message),
-                operator=self.plan.operator,
-                processor=self._processor,
-                now=now,
-            )
-            for index, message in sorted(failures)
-        ]
+        return failure_records(
+            batch.outputs,
+            keys,
+            failures,
+            operator=self.plan.operator,
+            processor=self._processor,
+            now=self._clock(),
+        )
 
     def _target(self) -> Any:
         if self._store is None:

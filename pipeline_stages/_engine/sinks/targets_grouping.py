@@ -1,0 +1,50 @@
+"""Outputs grouped by their target collection, shared by the `$merge` and collection writers.
+
+Both resolve each output's `db`/`coll` (constants or per-document values computed in Spark),
+refuse Sluice's reserved database on `local`, and give documents without `_id` the
+deterministic id of their key when asked; documents that cannot be placed become failures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline_stages._engine.sink import Output
+from pipeline_stages._engine.sinks.ids import with_id
+from pipeline_stages._engine.sinks.plans import RESERVED_LOCAL_DB, Name, TargetError, resolve_name
+
+#: `(output index, document)` pairs bound for one collection, in output order.
+Pending = list[tuple[int, dict[str, Any]]]
+
+
+def group_by_collection(
+    outputs: Sequence[Output],
+    keys: Sequence[str],
+    *,
+    db: Name,
+    coll: Name,
+    embedded: bool,
+    assign_ids: bool,
+) -> tuple[dict[tuple[str, str], Pending], list[tuple[int, str]]]:
+    """`{(db, coll): pending documents}` and the `(index, message)` failures."""
+    from service.stores import from_relaxed_ejson
+
+    failures: list[tuple[int, str]] = []
+    groups: dict[tuple[str, str], Pending] = {}
+    for index, output in enumerate(outputs):
+        try:
+            target_db = resolve_name(db, "db", output.target)
+            target_coll = resolve_name(coll, "coll", output.target)
+        except TargetError as error:
+            failures.append((index, str(error)))
+            continue
+        if embedded and target_db == RESERVED_LOCAL_DB:
+            failures.append((index, f"database {target_db!r} of 'local' is reserved for Sluice"))
+            continue
+        doc = json.loads(output.doc_json)
+        if assign_ids and isinstance(doc, dict):
+            doc = with_id(doc, keys[index])
+        groups.setdefault((target_db, target_coll), []).append((index, from_relaxed_ejson(doc)))
+    return groups, failures
