@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from pipeline_stages._engine.context import CompileContext, ConnectionInfo
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
 from pipeline_stages._engine.sources import register_all
+from tests.streaming import wait_until
 
 WAIT_S = 180.0  # bounded; the first batch of a run includes Python worker start-up
 CONNECTION = "kafka"
@@ -84,17 +84,8 @@ class KafkaRun:
         )
 
     def wait(self, done: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-        """Poll until `done()`; fail on a query error or after `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            error = self.query.exception()
-            if error is not None:
-                raise AssertionError(f"query failed while waiting for {what}: {error}")
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"timed out waiting for {what}; last: {self.query.lastProgress}"
-                )
-            time.sleep(0.05)
+        """Wait until `done()`; fail on a query error or after `timeout_s`."""
+        wait_until(self.query, done, what, timeout_s)
 
     def progress(self) -> list[dict[str, Any]]:
         """Completed micro-batches' progress (Spark keeps the last 100)."""

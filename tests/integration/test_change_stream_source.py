@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from pipeline_stages._engine.context import CompileContext, ConnectionInfo
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
 from pipeline_stages._engine.sources import register_all
+from tests.streaming import wait_until
 
 MONGODB_URI = os.environ.get("MONGODB_URI")
 pytestmark = [
@@ -87,17 +87,13 @@ def start(spark: Any, collection: Any, checkpoint: Path) -> tuple[Any, Collector
 
 
 def wait_for_seq(query: Any, seq: int, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def delivered() -> bool:
         progress = query.lastProgress
         end = (progress or {}).get("sources", [{}])[0].get("endOffset") if progress else None
         end = json.loads(end) if isinstance(end, str) else end
-        if isinstance(end, dict) and int(end.get("seq", 0)) >= seq:
-            return
-        if query.exception() is not None:
-            raise AssertionError(str(query.exception()))
-        assert time.monotonic() < deadline, "the change stream did not deliver in time"
-        time.sleep(0.1)
+        return isinstance(end, dict) and int(end.get("seq", 0)) >= seq
+
+    wait_until(query, delivered, f"the change stream to deliver seq {seq}", timeout)
 
 
 def test_inserts_stream_and_a_restart_resumes_after_the_checkpointed_token(
@@ -105,9 +101,8 @@ def test_inserts_stream_and_a_restart_resumes_after_the_checkpointed_token(
 ) -> None:
     query, first = start(spark, collection, tmp_path / "cp")
     try:
-        wait_for_initial = time.monotonic() + 120
-        while query.lastProgress is None and time.monotonic() < wait_for_initial:
-            time.sleep(0.1)  # the initial offset (the stream's current token) is planned
+        # The initial offset (the stream's current token) is planned with the first batch.
+        wait_until(query, lambda: query.lastProgress is not None, "the first batch", 120)
         collection.insert_many([{"n": 1}, {"n": 2}])
         wait_for_seq(query, 2)
     finally:

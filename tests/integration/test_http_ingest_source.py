@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from pipeline_stages._engine.context import CompileContext, ConnectionInfo
 from pipeline_stages._engine.sources import register_all
 from pipeline_stages._engine.sources.http_ingest import encode_record
 from service.stores import Spool
+from tests.streaming import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -51,11 +51,7 @@ def test_max_offsets_per_trigger_bounds_each_batch_of_a_backlog(spark: Any, tmp_
         .start()
     )
     try:
-        deadline = time.monotonic() + 120
-        while sum(sizes.values()) < 7:
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, f"only {sizes} read in 120 s"
-            query.awaitTermination(0.2)
+        wait_until(query, lambda: sum(sizes.values()) >= 7, "the 7 spooled records", 120)
     finally:
         query.stop()
     assert [sizes[i] for i in sorted(sizes) if sizes[i]] == [3, 3, 1]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from pipeline_stages._engine.window_blocking import key_text
 from service.process import StdoutWriter, run_process
 from service.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
 from service.stores.sqlite import SqliteStores
+from tests.streaming import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -174,12 +174,7 @@ def start(
 
 
 def wait_for(query: Any, done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + POLL_TIMEOUT_S
-    while not done():
-        if query.exception() is not None:
-            raise AssertionError(f"query failed: {query.exception()}")
-        assert time.monotonic() < deadline, "the query did not get there in time"
-        time.sleep(0.05)  # polling the progress, not waiting for a result to appear by luck
+    wait_until(query, done, "the query to get there", POLL_TIMEOUT_S)
 
 
 def end_offset(query: Any) -> dict[str, Any] | None:

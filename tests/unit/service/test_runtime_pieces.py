@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -63,8 +62,8 @@ def test_a_recycled_pid_is_never_killed(tmp_path: Path) -> None:
             json.dumps({"pid": 999_999_999, "jvmPid": bystander.pid, "jvmStart": stale_start})
         )
         assert CheckpointLock(tmp_path / "p").acquire(pid=12345, jvm_pid=0) is None
-        time.sleep(0.1)
-        assert bystander.poll() is None
+        with pytest.raises(subprocess.TimeoutExpired):  # still running: it was not signalled
+            bystander.wait(timeout=0.1)
     finally:
         bystander.kill()
         bystander.wait()
