@@ -14,12 +14,20 @@ only known in the operator), the shuffle of those compact rows to the operator's
 Arrow to the Python worker, and the operator itself. Native pre-aggregates before its shuffle
 and drops late rows silently.
 
+Inputs (`--input`):
+* `typed` (default): parquet files with typed columns; Sluice builds each document with
+  `to_variant_object` (a stand-in for a source), native aggregates the columns directly;
+* `json`: the same rows as JSON-lines text files (`{"seq", "ts": {"$date"}, "key", "v",
+  "id"}`), what Sluice's sources deliver. Sluice reads them through its real source path
+  (`pipeline_stages._engine.ingest`: parse, `timeField: "$ts"`, `_ts`/`_stream_meta`
+  projection, the DLQ for bad records), native with `from_json` and the schema known.
+
 Workloads:
 * `tumbling`: 10 s tumbling windows, `$sum`, `$avg`, `$count` per key;
 * `hopping`: 10 s windows every 5 s, `$push` and `$top` per key (`collect_list`, `max_by`).
 
     python benchmarks/window_throughput.py [--rows 1000000] [--files 8] [--keys 1000] [--runs 3]
-        [--buckets 1,2]
+        [--buckets 1,2] [--input typed|json]
 
 `--buckets` lists the operator's bucket counts to measure: 1 is Atlas's exact semantics (one
 watermark, global idleness); P > 1 is the parallel mode, with per-bucket watermarks
@@ -33,6 +41,7 @@ the micro-batch holding a window's closing record to the micro-batch emitting th
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -54,8 +63,11 @@ LATENESS_MS = 3_000
 SCHEMA = "seq BIGINT, ts TIMESTAMP, key STRING, v DOUBLE, id BIGINT"
 
 
-def write_input(directory: Path, *, rows: int, files: int, keys: int) -> np.ndarray:
-    """Parquet files in arrival order; returns the event times (ms) in arrival order."""
+def write_input(
+    directory: Path, *, rows: int, files: int, keys: int, fmt: str = "typed"
+) -> np.ndarray:
+    """Parquet (`typed`) or JSON-lines (`json`) files in arrival order; returns the event
+    times (ms) in arrival order."""
     rng = np.random.default_rng(7)
     seq = np.arange(rows, dtype=np.int64)
     ts = BASE_MS + seq - rng.integers(0, 3000, rows)
@@ -75,21 +87,41 @@ def write_input(directory: Path, *, rows: int, files: int, keys: int) -> np.ndar
                 "id": seq[part],
             }
         )
-        pq.write_table(table, directory / f"part-{index:04d}.parquet")
+        if fmt == "json":
+            iso = np.datetime_as_string(ts[part].astype("datetime64[ms]"), unit="ms")
+            lines = [
+                json.dumps({"seq": q, "ts": {"$date": f"{t}Z"}, "key": k, "v": x, "id": q})
+                for q, t, k, x in zip(
+                    seq[part].tolist(), iso.tolist(), key[part].tolist(), v[part].tolist(),
+                    strict=True,
+                )
+            ]  # fmt: skip
+            (directory / f"part-{index:04d}.json").write_text("\n".join(lines) + "\n")
+        else:
+            pq.write_table(table, directory / f"part-{index:04d}.parquet")
         time.sleep(0.01)  # distinct modification times keep the file order
     return ts[: per_file * files]
 
 
-def stream(spark: SparkSession, directory: Path) -> DataFrame:
-    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(directory))
+def stream(spark: SparkSession, directory: Path, fmt: str = "typed") -> DataFrame:
+    """The input rows (`SCHEMA`) one file per micro-batch; `json` parses them natively."""
+    reader = spark.readStream.option("maxFilesPerTrigger", 1)
+    if fmt == "typed":
+        return reader.schema(SCHEMA).parquet(str(directory))
+    schema = "seq BIGINT, ts STRUCT<`$date`: TIMESTAMP>, key STRING, v DOUBLE, id BIGINT"
+    row = F.from_json("value", schema, {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSX"})
+    parsed = reader.text(str(directory)).select(row.alias("d"))
+    return parsed.select("d.seq", F.col("d.ts.$date").alias("ts"), "d.key", "d.v", "d.id")
 
 
 # --------------------------------------------------------------------------- native
 
 
-def native_query(spark: SparkSession, directory: Path, workload: str) -> DataFrame:
+def native_query(
+    spark: SparkSession, directory: Path, workload: str, fmt: str = "typed"
+) -> DataFrame:
     """`window()` aggregation in append mode (late rows are dropped silently)."""
-    df = stream(spark, directory).withWatermark("ts", f"{LATENESS_MS // 1000} seconds")
+    df = stream(spark, directory, fmt).withWatermark("ts", f"{LATENESS_MS // 1000} seconds")
     if workload == "tumbling":
         win = F.window("ts", f"{INTERVAL_MS // 1000} seconds")
         aggs = [F.sum("v").alias("sum"), F.avg("v").alias("avg"), F.count("*").alias("n")]
@@ -132,14 +164,56 @@ def window_stage(workload: str) -> dict[str, Any]:
 
 
 def sluice_query(
-    spark: SparkSession, directory: Path, workload: str, buckets: int = 1
+    spark: SparkSession, directory: Path, workload: str, buckets: int = 1, fmt: str = "typed"
 ) -> DataFrame:
-    """The compiled window stage over documents built from the same columns."""
+    """The compiled window stage over documents built from the same columns (`typed`) or
+    read from the JSON lines by the source path (`json`)."""
     from pipeline_stages import parse_stage
     from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._engine import frame as fr
     from pipeline_stages._engine.context import CompileContext
     from pipeline_stages._engine.window_config import WindowSource
+
+    ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())
+    if fmt == "json":
+        frame = json_frame(spark, directory, ctx)
+    else:
+        frame = typed_frame(spark, directory)
+    ctx.has_dlq = True
+    ctx.window_source = WindowSource(partitions=1)  # type: ignore[attr-defined]
+    spark.conf.set("spark.sluice.window.buckets", str(buckets))
+    stage = parse_stage(window_stage(workload), path="/pipeline/1")
+    plan = stage.entry.module.compile(stage.spec, frame, ctx, stage.path)
+    ctx.problems.raise_if_any()
+    return plan.envelopes.select("kind", "window_start", "window_key")
+
+
+def json_frame(spark: SparkSession, directory: Path, ctx: Any) -> Any:
+    """The JSON lines through Sluice's source path, `timeField: "$ts"` (see `ingest`)."""
+    from pipeline_stages._engine.ingest import ingest
+
+    raw = spark.readStream.option("maxFilesPerTrigger", 1).text(str(directory))
+    seq = F.get_json_object("value", "$.seq").cast("bigint")  # the arrival order
+    raw = raw.select(
+        F.lit(0).alias("part"),
+        seq.alias("seq"),
+        F.col("value").alias("raw"),
+        F.lit(0).cast("bigint").alias("source_ts_ms"),
+        F.lit('{"type":"file"}').alias("meta"),
+    )
+    return ingest(
+        raw,
+        time_field="$ts",
+        ts_field="_ts",
+        meta_field="_stream_meta",
+        operator="SourceOperator",
+        problems=ctx.problems,
+        path="/pipeline/0/$source",
+    )
+
+
+def typed_frame(spark: SparkSession, directory: Path) -> Any:
+    """Documents built with `to_variant_object` from the parquet columns."""
+    from pipeline_stages._engine import frame as fr
     from pipeline_stages._mql import values as V
 
     source = stream(spark, directory)
@@ -151,7 +225,7 @@ def sluice_query(
             F.lit("_ts"), V.from_epoch_ms(event_ms), F.lit("_stream_meta"), meta,
         )
     )  # fmt: skip
-    frame = fr.StreamFrame(
+    return fr.StreamFrame(
         source.select(
             F.lit(0).alias(fr.PART),
             F.col("seq").alias(fr.SEQ),
@@ -167,14 +241,6 @@ def sluice_query(
             F.lit(None).cast("string").alias(fr.WINDOW_KEY),
         )
     )
-    ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())
-    ctx.has_dlq = True
-    ctx.window_source = WindowSource(partitions=1)  # type: ignore[attr-defined]
-    spark.conf.set("spark.sluice.window.buckets", str(buckets))
-    stage = parse_stage(window_stage(workload), path="/pipeline/1")
-    plan = stage.entry.module.compile(stage.spec, frame, ctx, stage.path)
-    ctx.problems.raise_if_any()
-    return plan.envelopes.select("kind", "window_start", "window_key")
 
 
 # --------------------------------------------------------------------------- running
@@ -270,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workloads", default="tumbling,hopping")
     parser.add_argument("--buckets", default="1,2", help="operator bucket counts to measure")
+    parser.add_argument("--input", choices=("typed", "json"), default="typed")
     args = parser.parse_args(argv)
 
     from pipeline_stages._engine.session import build_session
@@ -280,17 +347,21 @@ def main(argv: list[str] | None = None) -> int:
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
     )
     directory = Path(tempfile.mkdtemp(prefix="sluice-window-input-"))
-    ts = write_input(directory, rows=args.rows, files=args.files, keys=args.keys)
+    ts = write_input(directory, rows=args.rows, files=args.files, keys=args.keys, fmt=args.input)
     print(
-        f"{args.rows:,} rows, {args.files} batches of {args.rows // args.files:,}, {args.keys} keys"
+        f"{args.rows:,} rows, {args.files} batches of {args.rows // args.files:,}, "
+        f"{args.keys} keys, {args.input} input"
     )
     for workload in args.workloads.split(","):
         hop = INTERVAL_MS if workload == "tumbling" else HOP_MS
         closing = closing_batches(ts, args.files, hop)
-        builders: dict[str, Any] = {"native": lambda w=workload: native_query(spark, directory, w)}
+        fmt = args.input
+        builders: dict[str, Any] = {
+            "native": lambda w=workload, f=fmt: native_query(spark, directory, w, f)
+        }
         for p in (int(b) for b in args.buckets.split(",")):
             name = "sluice" if p == 1 else f"sluice/P{p}"
-            builders[name] = lambda w=workload, p=p: sluice_query(spark, directory, w, p)
+            builders[name] = lambda w=workload, p=p, f=fmt: sluice_query(spark, directory, w, p, f)
         results: dict[str, list[Run]] = {name: [] for name in builders}
         for build in builders.values():  # warm-up, discarded
             run_once(build(), rows=args.rows, closing=closing)

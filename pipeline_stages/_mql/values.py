@@ -87,10 +87,6 @@ def schema_of(value: Column) -> Column:
     return F.schema_of_variant(value)
 
 
-def _key(value: Column, key: str) -> Column:
-    return F.try_variant_get(value, f'$["{key}"]', "variant")
-
-
 def is_object_like(value: Column) -> Column:
     """True for any variant object, EJSON wrappers (`{"$date": ...}`) included. Cheap."""
     return F.try_variant_get(value, "$", "struct<>").isNotNull()
@@ -134,14 +130,21 @@ def _scalar_kind(value: Column) -> Column:
     return F.when(fits_int, F.lit("int")).otherwise(kind)
 
 
+#: EJSON wrapper keys, in the order `_object_kind` tests them, and the type each one makes.
+_WRAPPERS = (("$date", "date"), ("$oid", "objectId"), ("$numberDecimal", "decimal"),
+             ("$numberLong", "long"))  # fmt: skip
+_WRAPPER_PROBE = "struct<" + ", ".join(f"`{key}`: variant" for key, _ in _WRAPPERS) + ">"
+
+
 def _object_kind(value: Column) -> Column:
-    return (
-        F.when(_key(value, "$date").isNotNull(), F.lit("date"))
-        .when(_key(value, "$oid").isNotNull(), F.lit("objectId"))
-        .when(_key(value, "$numberDecimal").isNotNull(), F.lit("decimal"))
-        .when(_key(value, "$numberLong").isNotNull(), F.lit("long"))
-        .otherwise(F.lit("object"))
-    )
+    # One cast of the object to a struct of the wrapper keys looks all four up at once: four
+    # `try_variant_get` key probes cost ~0.35 s each per million documents, the cast about as
+    # much as one (measured with `F.hash`, one core). Spark computes the repeated cast once.
+    probe = F.try_variant_get(value, "$", _WRAPPER_PROBE)
+    kind = F.when(probe[_WRAPPERS[0][0]].isNotNull(), F.lit(_WRAPPERS[0][1]))
+    for key, name in _WRAPPERS[1:]:
+        kind = kind.when(probe[key].isNotNull(), F.lit(name))
+    return kind.otherwise(F.lit("object"))
 
 
 def kind_of(value: Column) -> Column:
