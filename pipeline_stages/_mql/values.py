@@ -126,7 +126,10 @@ def _scalar_kind(value: Column) -> Column:
     head = F.substring_index(F.substring_index(schema_of(value), "(", 1), "<", 1)
     pairs = [c for k, v in _SCHEMA_KINDS.items() for c in (F.lit(k), F.lit(v))]
     kind = F.coalesce(F.create_map(*pairs)[head], F.lit("unknown"))
-    fits_int = F.try_variant_get(value, "$", "int").isNotNull() & (head == "BIGINT")
+    # Only a BIGINT is asked whether it fits an int: a failing variant cast (a string) throws
+    # inside `try_variant_get`, ~8 us per value (measured: `$type` of a string field cost
+    # 8.7 s per million documents, 1.1 s for a number).
+    fits_int = F.when(head == "BIGINT", F.try_variant_get(value, "$", "int").isNotNull())
     return F.when(fits_int, F.lit("int")).otherwise(kind)
 
 
@@ -371,9 +374,16 @@ def as_timestamp(value: Column, kind: Kind = None) -> Column:
     inner = '$["$date"]'
     iso = F.try_variant_get(value, inner, "string")
     # An ISO string never parses as a number, so `bigint` only matches epoch milliseconds.
-    millis = F.coalesce(
-        F.try_variant_get(value, inner, "bigint"),
-        F.try_variant_get(value, '$["$date"]["$numberLong"]', "string").try_cast("bigint"),
+    # It is only tried when the text has no `:` (every ISO date-time has one) or is an object
+    # (`{"$numberLong": ...}` reads as its JSON): a failing variant cast throws inside
+    # `try_variant_get`, ~9 us per ISO date (measured).
+    maybe_millis = iso.isNull() | (F.instr(iso, ":") == 0) | iso.startswith("{")
+    millis = F.when(
+        maybe_millis,
+        F.coalesce(
+            F.try_variant_get(value, inner, "bigint"),
+            F.try_variant_get(value, '$["$date"]["$numberLong"]', "string").try_cast("bigint"),
+        ),
     )
     parsed = F.coalesce(F.timestamp_millis(millis), F.try_to_timestamp(iso))
     if isinstance(kind, str) and kind == "date":

@@ -164,3 +164,28 @@ def test_type_rank_order_matches_bson():
     assert (
         V.TYPE_RANK["int"] == V.TYPE_RANK["long"] == V.TYPE_RANK["double"] == V.TYPE_RANK["decimal"]
     )
+
+
+#: Every `$date` form `as_epoch_ms` reads, and values that are not dates.
+DATE_FORMS = [
+    ('{"$date": "2024-01-01T00:00:01.500Z"}', 1704067201500),
+    ('{"$date": "2024-01-01"}', 1704067200000),
+    ('{"$date": 1704067201500}', 1704067201500),
+    ('{"$date": -1000}', -1000),
+    ('{"$date": {"$numberLong": "1704067201500"}}', 1704067201500),
+    ('{"$date": "not a date"}', None),
+    ('"2024-01-01T00:00:01.500Z"', None),
+    ('{"a": 1}', None),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", [None, "date"], ids=["computed kind", "known date"])
+def test_epoch_ms_of_every_date_form(spark, kind):
+    if kind == "date":  # a known kind is only ever passed for dates
+        forms = [(text, millis) for text, millis in DATE_FORMS if millis is not None]
+    else:
+        forms = DATE_FORMS
+    df = spark.createDataFrame([(text,) for text, _ in forms], "j string")
+    got = [r[0] for r in df.select(V.as_epoch_ms(F.parse_json("j"), kind)).collect()]
+    assert got == [millis for _, millis in forms]
