@@ -143,7 +143,8 @@ _WRAPPER_PROBE = "struct<" + ", ".join(f"`{key}`: variant" for key, _ in _WRAPPE
 def _object_kind(value: Column) -> Column:
     # One cast of the object to a struct of the wrapper keys looks all four up at once: four
     # `try_variant_get` key probes cost ~0.35 s each per million documents, the cast about as
-    # much as one (measured with `F.hash`, one core). Spark computes the repeated cast once.
+    # much as one (measured with `F.hash`, one core). Spark's subexpression elimination computes
+    # the repeated cast once in generated code.
     probe = F.try_variant_get(value, "$", _WRAPPER_PROBE)
     kind = F.when(probe[_WRAPPERS[0][0]].isNotNull(), F.lit(_WRAPPERS[0][1]))
     for key, name in _WRAPPERS[1:]:
