@@ -24,7 +24,7 @@ from typing import Any
 from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sinks.ids import effective_keys, failure_records
 from pipeline_stages._engine.sinks.plans import CollectionEmitPlan
-from pipeline_stages._engine.sinks.targets_grouping import Pending, group_by_collection
+from pipeline_stages._engine.sinks.targets_grouping import Pending, write_by_collection
 
 
 class CollectionEmitWriter:
@@ -66,17 +66,15 @@ class CollectionEmitWriter:
         if not batch.outputs:
             return []
         keys = effective_keys(batch.outputs)
-        groups, failures = group_by_collection(
+        failures = write_by_collection(
             batch.outputs,
             keys,
             db=self.plan.db,
             coll=self.plan.coll,
             embedded=self._embedded,
             assign_ids=True,
+            write=self._time_series if self.time_series else self._upsert,
         )
-        for (db, coll), pending in groups.items():
-            write = self._time_series if self.time_series else self._upsert
-            failures.extend(write(db, coll, pending))
         return failure_records(
             batch.outputs,
             keys,

@@ -22,7 +22,7 @@ from typing import Any
 from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sinks.ids import effective_keys, failure_records
 from pipeline_stages._engine.sinks.plans import MergePlan
-from pipeline_stages._engine.sinks.targets_grouping import Pending, group_by_collection
+from pipeline_stages._engine.sinks.targets_grouping import Pending, write_by_collection
 
 #: `(index in batch.outputs, in-memory document)`.
 
@@ -62,16 +62,15 @@ class MergeWriter:
         if not batch.outputs:
             return []
         keys = effective_keys(batch.outputs)
-        groups, failures = group_by_collection(
+        failures = write_by_collection(
             batch.outputs,
             keys,
             db=self.plan.db,
             coll=self.plan.coll,
             embedded=self._embedded,
             assign_ids=self.plan.assigns_ids,
+            write=self._merge,
         )
-        for (db, coll), pending in groups.items():
-            failures.extend(self._merge(db, coll, pending))
         return failure_records(
             batch.outputs,
             keys,

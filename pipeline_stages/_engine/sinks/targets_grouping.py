@@ -8,7 +8,7 @@ deterministic id of their key when asked; documents that cannot be placed become
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline_stages._engine.sink import Output
@@ -17,6 +17,29 @@ from pipeline_stages._engine.sinks.plans import RESERVED_LOCAL_DB, Name, TargetE
 
 #: `(output index, document)` pairs bound for one collection, in output order.
 Pending = list[tuple[int, dict[str, Any]]]
+#: Writes one collection's pending documents (db, coll, pending); returns `(index, message)`
+#: failures for the documents not written.
+WriteGroup = Callable[[str, str, Pending], list[tuple[int, str]]]
+
+
+def write_by_collection(
+    outputs: Sequence[Output],
+    keys: Sequence[str],
+    *,
+    db: Name,
+    coll: Name,
+    embedded: bool,
+    assign_ids: bool,
+    write: WriteGroup,
+) -> list[tuple[int, str]]:
+    """Group the outputs by target collection, `write` each group, and return the `(index,
+    message)` failures: outputs that could not be placed and documents not written."""
+    groups, failures = group_by_collection(
+        outputs, keys, db=db, coll=coll, embedded=embedded, assign_ids=assign_ids
+    )
+    for (target_db, target_coll), pending in groups.items():
+        failures.extend(write(target_db, target_coll, pending))
+    return failures
 
 
 def group_by_collection(
