@@ -298,12 +298,7 @@ def literal_kind(value: Any) -> str:
     if isinstance(value, datetime):
         return "date"
     if isinstance(value, dict) and len(value) == 1:
-        wrapped = {"$date": "date", "$oid": "objectId", "$numberDecimal": "decimal"}
-        key = next(iter(value))
-        if key in wrapped:
-            return wrapped[key]
-        if key == "$numberLong":
-            return "long"
+        return dict(_WRAPPERS).get(next(iter(value)), "object")
     return "object"
 
 
