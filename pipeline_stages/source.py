@@ -236,7 +236,7 @@ def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
     connectors exist, never silently ignored.
     """
     from pipeline_stages._engine.context import SourcePlan
-    from pipeline_stages._engine.ingest import ingest
+    from pipeline_stages._engine.ingest import ingest_source
 
     body = join_path(path, KEY)
     connection = ctx.connection(spec.connection_name) if spec.connection_name else None
@@ -248,15 +248,7 @@ def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
         )
     raw, total = _read_stream(spec, ctx, body)
     raw = _observe_input(raw)
-    frame = ingest(
-        raw,
-        time_field=spec.time_field,
-        ts_field=spec.ts_field_name,
-        meta_field=spec.stream_meta_field_name,
-        operator=OPERATOR_NAME,
-        problems=ctx.problems,
-        path=join_path(body, "timeField"),
-    )
+    frame = ingest_source(raw, spec, operator=OPERATOR_NAME, problems=ctx.problems, body=body)
     return SourcePlan(frame=frame, finite_total=total, source_type=_source_type(connection))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline_stages._base import ProblemCollector
+from pipeline_stages._base import ProblemCollector, join_path
 from pipeline_stages._engine.frame import (
     DLQ_OPERATOR,
     DLQ_REASON,
@@ -85,6 +85,22 @@ def ingest(
     if time_field is not None:
         frame = _apply_time_field(frame, time_field, operator, problems, path)
     return _project_metadata(frame, ts_field=ts_field, meta_field=meta_field)
+
+
+def ingest_source(
+    raw: DataFrame, spec: Any, *, operator: str, problems: ProblemCollector, body: str
+) -> StreamFrame:
+    """`ingest` with a `$source` spec's `timeField`, `tsFieldName` and `streamMetaFieldName`;
+    `body` is the JSON path of the `$source` body (problems name its `timeField`)."""
+    return ingest(
+        raw,
+        time_field=spec.time_field,
+        ts_field=spec.ts_field_name,
+        meta_field=spec.stream_meta_field_name,
+        operator=operator,
+        problems=problems,
+        path=join_path(body, "timeField"),
+    )
 
 
 def _apply_time_field(

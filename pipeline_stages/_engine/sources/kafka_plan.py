@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._engine.context import SourcePlan
 from pipeline_stages._engine.frame import META, StreamFrame
-from pipeline_stages._engine.ingest import ingest
+from pipeline_stages._engine.ingest import ingest_source
 from pipeline_stages._engine.json_text import prefer_double
 from pipeline_stages._engine.kafka_conf import client_config
 from pipeline_stages._engine.sources import RAW_SCHEMA
@@ -82,15 +82,7 @@ def compile_kafka_source(
         "groupId": _group_id(spec) or "",
     }
     raw = _native_stream(ctx.spark, options, topics) if native else _python_stream(ctx, options)
-    frame = ingest(
-        observe(raw),
-        time_field=spec.time_field,
-        ts_field=spec.ts_field_name,
-        meta_field=spec.stream_meta_field_name,
-        operator=operator,
-        problems=ctx.problems,
-        path=join_path(body, "timeField"),
-    )
+    frame = ingest_source(observe(raw), spec, operator=operator, problems=ctx.problems, body=body)
     frame = fail_key_errors(frame, operator)
     return SourcePlan(
         frame=frame,
