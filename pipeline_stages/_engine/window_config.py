@@ -189,3 +189,17 @@ class OperatorSpec:
     partitioned: bool = False
     bucket_count: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def runs_when_idle(self) -> bool:
+        """Whether buckets must also run in micro-batches without their input: something
+        closes windows on the wall clock (`idleTimeout`, processing-time windows, partition
+        idleness). Otherwise only input moves the watermark, and an input-less call would only
+        unpickle and rewrite the state unchanged."""
+        if self.source.test_clock:  # clock rows are input: the bucket runs on them
+            return False
+        return (
+            self.idle_timeout_ms is not None
+            or self.processing_time
+            or self.source.partition_idle_timeout_ms is not None
+        )
