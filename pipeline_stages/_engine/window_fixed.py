@@ -221,6 +221,20 @@ class FixedWindows:
         if end is not None:
             self.close_through(end, clock.last_seq, clock.last_part)
 
+    def idle_wake_ms(self) -> int | None:
+        """The first processing time at which `idle()` closes a window if no input comes
+        first (None: nothing closes before new input). `idle_close_end` closes the window
+        ending at `end` once the idle time reaches both the timeout and `end - W'`, so the
+        oldest open window goes first."""
+        timeout = self.spec.idle_timeout_ms
+        clock = self.clock
+        if timeout is None or not clock.advanced or clock.last_input_ms is None:
+            return None
+        if not self.state.windows:
+            return None
+        remaining = min(self.state.windows) + self.size - (clock.combined - self.lateness)
+        return clock.last_input_ms + max(timeout, remaining)
+
     def processing_time_tick(self, now: int) -> None:
         """Processing-time windows close by the clock: the watermark is `now - 1`."""
         if now - 1 > self.clock.combined:

@@ -4,15 +4,16 @@ One call sees every row of its bucket for the micro-batch, plus the bucket's sta
 blob: the `Clock` and the window kind's state). It sorts the rows in arrival order, cuts them
 into processing-time segments, and runs each segment through the window core:
 
-* production: one segment per micro-batch at the batch's processing time. When something
-  closes windows on the wall clock (idleTimeout, partition idleness, processing-time windows:
-  `OperatorSpec.runs_when_idle`), each call sets a 1 ms `ProcessingTimeTimeout`, so every
-  bucket is called in every micro-batch, input or not, and a call without rows is an idle
-  segment. Otherwise only input can move the watermark, and the timeout is left unset: a
-  bucket runs only in micro-batches with its input, and an idle processor's state is neither
-  unpickled nor rewritten (a 20 MB state cost ~1 s of CPU and a 20 MB state-store write per
-  empty trigger). The query keeps `ProcessingTimeTimeout` either way: the timeout mode is
-  part of the state schema, so switching it would break existing checkpoints;
+* production: one segment per micro-batch at the batch's processing time. A call without
+  rows is an idle segment, and it comes from a `ProcessingTimeTimeout` the previous call set
+  (`idle_timeout_ms`): when something closes windows on the wall clock (idleTimeout,
+  partition idleness, processing-time windows: `OperatorSpec.runs_when_idle`), at the next
+  instant that can close one (fixed windows with only an idleTimeout) or in every micro-batch
+  (the others). Otherwise only input moves the watermark and no timeout is set: the bucket
+  runs only with input. Every call unpickles and rewrites the bucket's whole state, so an
+  idle processor no longer pays that per trigger (`benchmarks/window_idle.py`). The query
+  keeps `ProcessingTimeTimeout` either way: the timeout mode is part of the state schema,
+  and switching it would break existing checkpoints;
 * test clock: clock rows (`sources.scripted`) carry virtual processing times; each starts a
   segment, and a clock row followed by no input is an idle segment. Queries then run with
   `NoTimeout`, so no empty micro-batches burn CPU while a test is waiting.
@@ -130,6 +131,26 @@ def run_segment(
     clock.last_seq, clock.last_part = int(seg.seq[first[-1]]), int(seg.part[first[-1]])
 
 
+def idle_timeout_ms(spec: C.OperatorSpec, core: Any, now: int) -> int | None:
+    """How long the bucket may go uncalled while it gets no input: the processing-time
+    timeout to set (None: none, the bucket waits for input).
+
+    Fixed windows whose only wall-clock rule is `idleTimeout` sleep until the first instant
+    their `idle()` would close a window (`FixedWindows.idle_wake_ms`). Spark fires a timeout
+    in the first micro-batch whose time is strictly after it, hence the 1 ms: the call comes
+    in the same micro-batch as when every batch called the bucket. Session and sliding
+    windows, processing-time windows and partition idleness are checked every micro-batch.
+    """
+    if not spec.runs_when_idle:
+        return None
+    if spec.kind != "fixed" or spec.processing_time:
+        return 1
+    if spec.source.partition_idle_timeout_ms is not None:
+        return 1
+    wake = core.idle_wake_ms()
+    return None if wake is None else max(1, wake - 1 - now)
+
+
 def load_state(state: Any) -> tuple[Clock, Any]:
     """The bucket's clock and core state (fresh ones for a new bucket)."""
     if not state.exists:
@@ -188,8 +209,9 @@ def make_operator(spec: C.OperatorSpec) -> Callable[..., Iterator[pd.DataFrame]]
             run_segment(core, clock, spec, now, frames[0].iloc[:0] if frames else pd.DataFrame())
         blob = pickle.dumps((_STATE_VERSION, clock, core.state), protocol=pickle.HIGHEST_PROTOCOL)
         state.update((blob,))
-        if spec.runs_when_idle:
-            state.setTimeoutDuration(1)
+        timeout = idle_timeout_ms(spec, core, now)
+        if timeout is not None:
+            state.setTimeoutDuration(timeout)
         starts = core.open_starts()
         out.stats(
             stats_doc(int(key[0]), clock, starts, len(blob), out),

@@ -1,14 +1,17 @@
 """Which micro-batches call the window operator in production (processing-time timeouts).
 
 Every call of a bucket unpickles and rewrites its whole state, so a bucket is only called in
-micro-batches without its input when something closes windows on the wall clock
-(`OperatorSpec.runs_when_idle`). The operator emits one stats row per call, which is how these
-tests see the calls. Micro-batches run on a short trigger; the tests wait on batch ids, never on
-time.
+micro-batches without its input when something closes windows on the wall clock, and a fixed
+window whose only such rule is `idleTimeout` sleeps until its next idle close
+(`window_operator.idle_timeout_ms`; the exact wake-up is tested in
+`tests/unit/engine/test_window_idle_wake.py`). The operator emits one stats row per call,
+which is how these tests see the calls. Micro-batches run on a short trigger; the tests wait
+on batch ids and results, never on time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,39 +20,44 @@ import pytest
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._engine.context import CompileContext
-from pipeline_stages._engine.frame import KIND_STATS
+from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._engine.sources import register_all
 from tests.streaming import wait_until
 
 pytestmark = pytest.mark.spark
 
-DOCS = [{"k": "a", "t": {"$date": f"2024-01-01T00:00:{s:02d}Z"}} for s in (1, 2, 12)]
+#: Per micro-batch id: (operator calls, window results).
+Batches = dict[int, tuple[int, int]]
+
+DOCS = [{"k": "a", "t": {"$date": f"2024-01-01T00:00:{s}Z"}} for s in ("01", "02", "12", "19.5")]
 
 
 def window(extra: dict[str, Any]) -> dict[str, Any]:
     return {
         "$tumblingWindow": {
             "interval": {"size": 10, "unit": "second"},
-            "allowedLateness": 0,
             "pipeline": [{"$group": {"_id": "$k", "n": {"$count": {}}}}],
             **extra,
         }
     }
 
 
-def stats_per_batch(spark: Any, tmp_path: Path, extra: dict[str, Any]) -> dict[int, int]:
-    """Stats rows (= operator calls) per micro-batch id, over 4 batches after the input."""
+def run(
+    spark: Any, tmp_path: Path, extra: dict[str, Any], done: Callable[[Batches], bool]
+) -> Batches:
+    """Per micro-batch id: (operator calls = stats rows, window results), until `done`."""
     register_all(spark)
     source = {"$source": {"documents": DOCS, "timeField": "$t"}}
     parsed = parse_pipeline([source, window(extra)])
     ctx = CompileContext(spark=spark, processor_name="idle-calls", problems=ProblemCollector())
     ctx.batch_size = len(DOCS)  # all input in the first micro-batch
     compiled = compile_pipeline(parsed, ctx)
-    calls: dict[int, int] = {}
+    batches: Batches = {}
 
     def collect(batch: Any, batch_id: int) -> None:
-        calls[batch_id] = batch.filter(batch.kind == KIND_STATS).count()
+        kinds = [row.kind for row in batch.select("kind").collect()]
+        batches[batch_id] = (kinds.count(KIND_STATS), kinds.count(KIND_OUTPUT))
 
     query = (
         compiled.envelopes.writeStream.foreachBatch(collect)
@@ -58,21 +66,43 @@ def stats_per_batch(spark: Any, tmp_path: Path, extra: dict[str, Any]) -> dict[i
         .start()
     )
     try:
-        wait_until(query, lambda: len(calls) >= 5, "5 micro-batches", 180)
+        wait_until(query, lambda: done(batches), "the batches the test needs", 180)
     finally:
         query.stop()
-    return calls
+    return batches
 
 
-def test_without_a_wall_clock_rule_input_less_batches_do_not_call_the_operator(
+def five_batches(batches: Batches) -> bool:
+    return len(batches) >= 5
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"allowedLateness": 0}, {"allowedLateness": 0, "idleTimeout": {"size": 1, "unit": "hour"}}],
+    ids=["no-idle-timeout", "idle-close-an-hour-away"],
+)
+def test_input_less_batches_do_not_call_a_sleeping_operator(
+    spark: Any, tmp_path: Path, extra: dict[str, Any]
+) -> None:
+    batches = run(spark, tmp_path, extra, five_batches)
+    first, *later = sorted(batches)
+    assert batches[first] == (1, 1)  # the input: [00:00, 00:10) closes on 00:12
+    assert [batches[b][0] for b in later] == [0] * len(later)
+
+
+def test_processing_time_windows_call_the_operator_in_every_batch(
     spark: Any, tmp_path: Path
 ) -> None:
-    calls = stats_per_batch(spark, tmp_path, {})
-    first, *later = sorted(calls)
-    assert calls[first] == 1  # the batch with the input
-    assert [calls[b] for b in later] == [0] * len(later)
+    batches = run(spark, tmp_path, {"boundary": "processingTime"}, five_batches)
+    assert {calls for calls, _ in batches.values()} == {1}
 
 
-def test_an_idle_timeout_calls_the_operator_in_every_batch(spark: Any, tmp_path: Path) -> None:
-    calls = stats_per_batch(spark, tmp_path, {"idleTimeout": {"size": 1, "unit": "hour"}})
-    assert set(calls.values()) == {1}
+def test_the_idle_timeout_still_closes_the_last_window_on_the_clock(
+    spark: Any, tmp_path: Path
+) -> None:
+    extra = {"allowedLateness": 0, "idleTimeout": {"size": 1, "unit": "second"}}
+    batches = run(spark, tmp_path, extra, lambda b: sum(r for _, r in b.values()) >= 2)
+    first, *later = sorted(batches)
+    closed_idle = [b for b in later if batches[b][1]]
+    assert batches[first][1] == 1 and len(closed_idle) == 1  # [00:10, 00:20) without input
+    assert batches[closed_idle[0]][0] == 1  # woken by its timeout
