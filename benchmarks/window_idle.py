@@ -9,7 +9,7 @@ input, same process:
   micro-batches without input (`OperatorSpec.runs_when_idle`); an empty batch is Spark's own
   bookkeeping;
 * `+ idleTimeout 1 h`: the bucket sleeps until its next idle close, an hour away
-  (`window_operator.idle_timeout_ms`);
+  (`window_operator.state_timeout_ms`);
 * `processingTime`: windows close on the clock, so the operator runs in every micro-batch and
   each empty batch unpickles and rewrites the whole state. Before this was measured, every
   window pipeline paid that.

@@ -194,7 +194,7 @@ class OperatorSpec:
     def runs_when_idle(self) -> bool:
         """Whether buckets may have to run in micro-batches without their input: something
         closes windows on the wall clock (`idleTimeout`, processing-time windows, partition
-        idleness; `window_operator.idle_timeout_ms` says when). Otherwise only input moves the
+        idleness; `window_operator.state_timeout_ms` says when). Otherwise only input moves the
         watermark, and an input-less call would only unpickle and rewrite the state."""
         if self.source.test_clock:  # clock rows are input: the bucket runs on them
             return False

@@ -6,7 +6,7 @@ into processing-time segments, and runs each segment through the window core:
 
 * production: one segment per micro-batch at the batch's processing time. A call without
   rows is an idle segment, and it comes from a `ProcessingTimeTimeout` the previous call set
-  (`idle_timeout_ms`): when something closes windows on the wall clock (idleTimeout,
+  (`state_timeout_ms`): when something closes windows on the wall clock (idleTimeout,
   partition idleness, processing-time windows: `OperatorSpec.runs_when_idle`), at the next
   instant that can close one (fixed windows with only an idleTimeout) or in every micro-batch
   (the others). Otherwise only input moves the watermark and no timeout is set: the bucket
@@ -131,7 +131,7 @@ def run_segment(
     clock.last_seq, clock.last_part = int(seg.seq[first[-1]]), int(seg.part[first[-1]])
 
 
-def idle_timeout_ms(spec: C.OperatorSpec, core: Any, now: int) -> int | None:
+def state_timeout_ms(spec: C.OperatorSpec, core: Any, now: int) -> int | None:
     """How long the bucket may go uncalled while it gets no input: the processing-time
     timeout to set (None: none, the bucket waits for input).
 
@@ -209,7 +209,7 @@ def make_operator(spec: C.OperatorSpec) -> Callable[..., Iterator[pd.DataFrame]]
             run_segment(core, clock, spec, now, frames[0].iloc[:0] if frames else pd.DataFrame())
         blob = pickle.dumps((_STATE_VERSION, clock, core.state), protocol=pickle.HIGHEST_PROTOCOL)
         state.update((blob,))
-        timeout = idle_timeout_ms(spec, core, now)
+        timeout = state_timeout_ms(spec, core, now)
         if timeout is not None:
             state.setTimeoutDuration(timeout)
         starts = core.open_starts()

@@ -3,7 +3,7 @@
 Every call of a bucket unpickles and rewrites its whole state, so a bucket is only called in
 micro-batches without its input when something closes windows on the wall clock, and a fixed
 window whose only such rule is `idleTimeout` sleeps until its next idle close
-(`window_operator.idle_timeout_ms`; the exact wake-up is tested in
+(`window_operator.state_timeout_ms`; the exact wake-up is tested in
 `tests/unit/engine/test_window_idle_wake.py`). The operator emits one stats row per call,
 which is how these tests see the calls. Micro-batches run on a short trigger; the tests wait
 on batch ids and results, never on time.
