@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from pipeline_stages._windowing.watermark import first_idle_close_ms
+
 INITIAL_WATERMARK = -1
 _NEVER = np.iinfo(np.int64).min // 4
 
@@ -96,6 +98,20 @@ class Clock:
                 if self.recombine(instant, timeout_ms):
                     on_rise(self.combined)
         self.now_ms = now_ms
+
+    def idle_wake_ms(
+        self, idle_timeout_ms: int | None, open_ends: list[int], adjusted_watermark: int
+    ) -> int | None:
+        """When a core's `idle()` first closes one of `open_ends` if no input comes (None: not
+        before input): the guards of `idle()`, then `first_idle_close_ms`."""
+        if idle_timeout_ms is None or not self.advanced or self.last_input_ms is None:
+            return None
+        return first_idle_close_ms(
+            open_ends,
+            adjusted_watermark=adjusted_watermark,
+            last_input_ms=self.last_input_ms,
+            idle_timeout_ms=idle_timeout_ms,
+        )
 
     def running(
         self,

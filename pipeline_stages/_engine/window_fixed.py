@@ -213,7 +213,7 @@ class FixedWindows:
             return
         idle_for = (clock.now_ms or 0) - clock.last_input_ms
         end = idle_close_end(
-            [s + self.size for s in self.state.windows],
+            self._open_ends(),
             adjusted_watermark=clock.combined - self.lateness,
             idle_duration_ms=idle_for,
             idle_timeout_ms=timeout,
@@ -222,18 +222,13 @@ class FixedWindows:
             self.close_through(end, clock.last_seq, clock.last_part)
 
     def idle_wake_ms(self) -> int | None:
-        """The first processing time at which `idle()` closes a window if no input comes
-        first (None: nothing closes before new input). `idle_close_end` closes the window
-        ending at `end` once the idle time reaches both the timeout and `end - W'`, so the
-        oldest open window goes first."""
-        timeout = self.spec.idle_timeout_ms
-        clock = self.clock
-        if timeout is None or not clock.advanced or clock.last_input_ms is None:
-            return None
-        if not self.state.windows:
-            return None
-        remaining = min(self.state.windows) + self.size - (clock.combined - self.lateness)
-        return clock.last_input_ms + max(timeout, remaining)
+        """When `idle()` first closes a window if no input comes (None: not before input)."""
+        return self.clock.idle_wake_ms(
+            self.spec.idle_timeout_ms, self._open_ends(), self.clock.combined - self.lateness
+        )
+
+    def _open_ends(self) -> list[int]:
+        return [s + self.size for s in self.state.windows]
 
     def processing_time_tick(self, now: int) -> None:
         """Processing-time windows close by the clock: the watermark is `now - 1`."""

@@ -8,8 +8,8 @@ into processing-time segments, and runs each segment through the window core:
   rows is an idle segment, and it comes from a `ProcessingTimeTimeout` the previous call set
   (`state_timeout_ms`): when something closes windows on the wall clock (idleTimeout,
   partition idleness, processing-time windows: `OperatorSpec.runs_when_idle`), at the next
-  instant that can close one (fixed windows with only an idleTimeout) or in every micro-batch
-  (the others). Otherwise only input moves the watermark and no timeout is set: the bucket
+  instant that can close one (windows with only an idleTimeout) or in every micro-batch (the
+  others). Otherwise only input moves the watermark and no timeout is set: the bucket
   runs only with input. Every call unpickles and rewrites the bucket's whole state, so an
   idle processor no longer pays that per trigger (`benchmarks/window_idle.py`). The query
   keeps `ProcessingTimeTimeout` either way: the timeout mode is part of the state schema,
@@ -135,17 +135,15 @@ def state_timeout_ms(spec: C.OperatorSpec, core: Any, now: int) -> int | None:
     """How long the bucket may go uncalled while it gets no input: the processing-time
     timeout to set (None: none, the bucket waits for input).
 
-    Fixed windows whose only wall-clock rule is `idleTimeout` sleep until the first instant
-    their `idle()` would close a window (`FixedWindows.idle_wake_ms`). Spark fires a timeout
-    in the first micro-batch whose time is strictly after it, hence the 1 ms: the call comes
-    in the same micro-batch as when every batch called the bucket. Session and sliding
-    windows, processing-time windows and partition idleness are checked every micro-batch.
+    Windows whose only wall-clock rule is `idleTimeout` sleep until the first instant their
+    core's `idle()` would close a window (`idle_wake_ms`). Spark fires a timeout in the first
+    micro-batch whose time is strictly after it, hence the 1 ms: the call comes in the same
+    micro-batch as when every batch called the bucket. Processing-time windows and partition
+    idleness are checked in every micro-batch.
     """
     if not spec.runs_when_idle:
         return None
-    if spec.kind != "fixed" or spec.processing_time:
-        return 1
-    if spec.source.partition_idle_timeout_ms is not None:
+    if spec.processing_time or spec.source.partition_idle_timeout_ms is not None:
         return 1
     wake = core.idle_wake_ms()
     return None if wake is None else max(1, wake - 1 - now)

@@ -151,9 +151,8 @@ class SessionWindows:
         timeout, clock = self.spec.idle_timeout_ms, self.clock
         if timeout is None or not clock.advanced or clock.last_input_ms is None:
             return
-        ends = [self.end(s) for sessions in self.state.sessions.values() for s in sessions]
         limit = idle_close_end(
-            ends,
+            self._open_ends(),
             adjusted_watermark=clock.combined - self.lateness,
             idle_duration_ms=(clock.now_ms or 0) - clock.last_input_ms,
             idle_timeout_ms=timeout,
@@ -161,6 +160,15 @@ class SessionWindows:
         if limit is not None:
             self.close_due(limit)
             self.state.floor = max(self.state.floor or limit, limit)
+
+    def idle_wake_ms(self) -> int | None:
+        """When `idle()` first closes a session if no input comes (None: not before input)."""
+        return self.clock.idle_wake_ms(
+            self.spec.idle_timeout_ms, self._open_ends(), self.clock.combined - self.lateness
+        )
+
+    def _open_ends(self) -> list[int]:
+        return [self.end(s) for sessions in self.state.sessions.values() for s in sessions]
 
     def processing_time_tick(self, now: int) -> None:
         """Processing-time sessions close by the clock: the watermark is `now - 1`."""

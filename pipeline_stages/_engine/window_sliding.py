@@ -183,9 +183,8 @@ class SlidingWindows:
         timeout, clock = self.spec.idle_timeout_ms, self.clock
         if timeout is None or not clock.advanced or clock.last_input_ms is None:
             return
-        ends = [self.g.end_of(s) for p in self.state.partitions.values() for s in p.open_starts]
         limit = idle_close_end(
-            ends,
+            self._open_ends(),
             adjusted_watermark=self.effective(clock.combined) - self.grace,
             idle_duration_ms=(clock.now_ms or 0) - clock.last_input_ms,
             idle_timeout_ms=timeout,
@@ -193,6 +192,17 @@ class SlidingWindows:
         if limit is not None:
             self.state.floor = max(self.state.floor or limit, limit)
             self.close_due(self.effective(clock.combined))
+
+    def idle_wake_ms(self) -> int | None:
+        """When `idle()` first closes a window if no input comes (None: not before input)."""
+        return self.clock.idle_wake_ms(
+            self.spec.idle_timeout_ms,
+            self._open_ends(),
+            self.effective(self.clock.combined) - self.grace,
+        )
+
+    def _open_ends(self) -> list[int]:
+        return [self.g.end_of(s) for p in self.state.partitions.values() for s in p.open_starts]
 
     def processing_time_tick(self, now: int) -> None:
         """Sliding windows are event-time only; nothing closes by the clock."""

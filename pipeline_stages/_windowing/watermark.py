@@ -114,3 +114,22 @@ def idle_close_end(
         return None
     due = [end for end in open_window_ends if end - adjusted_watermark <= idle_duration_ms]
     return max(due) if due else None
+
+
+def first_idle_close_ms(
+    open_window_ends: Iterable[int],
+    *,
+    adjusted_watermark: int,
+    last_input_ms: int,
+    idle_timeout_ms: int,
+) -> int | None:
+    """The first processing time at which `idle_close_end` closes a window, if no input
+    comes first (None without open windows).
+
+    The idle duration must reach both the timeout and a window's `end - W'`, so the window
+    with the earliest end closes first: at `last input + max(timeout, earliest end - W')`.
+    """
+    ends = list(open_window_ends)
+    if not ends:
+        return None
+    return last_input_ms + max(idle_timeout_ms, min(ends) - adjusted_watermark)

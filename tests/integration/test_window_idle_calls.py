@@ -33,23 +33,29 @@ Batches = dict[int, tuple[int, int]]
 DOCS = [{"k": "a", "t": {"$date": f"2024-01-01T00:00:{s}Z"}} for s in ("01", "02", "12", "19.5")]
 
 
-def window(extra: dict[str, Any]) -> dict[str, Any]:
+GROUP = [{"$group": {"_id": "$k", "n": {"$count": {}}}}]
+
+
+def window(extra: dict[str, Any], kind: str = "tumbling") -> dict[str, Any]:
+    if kind == "session":  # sessions [01, 02], [12] and [19.5] with a 2 s gap
+        gap = {"size": 2, "unit": "second"}
+        return {"$sessionWindow": {"gap": gap, "partitionBy": "$k", "pipeline": GROUP, **extra}}
     return {
-        "$tumblingWindow": {
-            "interval": {"size": 10, "unit": "second"},
-            "pipeline": [{"$group": {"_id": "$k", "n": {"$count": {}}}}],
-            **extra,
-        }
+        "$tumblingWindow": {"interval": {"size": 10, "unit": "second"}, "pipeline": GROUP, **extra}
     }
 
 
 def run(
-    spark: Any, tmp_path: Path, extra: dict[str, Any], done: Callable[[Batches], bool]
+    spark: Any,
+    tmp_path: Path,
+    extra: dict[str, Any],
+    done: Callable[[Batches], bool],
+    kind: str = "tumbling",
 ) -> Batches:
     """Per micro-batch id: (operator calls = stats rows, window results), until `done`."""
     register_all(spark)
     source = {"$source": {"documents": DOCS, "timeField": "$t"}}
-    parsed = parse_pipeline([source, window(extra)])
+    parsed = parse_pipeline([source, window(extra, kind)])
     ctx = CompileContext(spark=spark, processor_name="idle-calls", problems=ProblemCollector())
     ctx.batch_size = len(DOCS)  # all input in the first micro-batch
     compiled = compile_pipeline(parsed, ctx)
@@ -97,12 +103,15 @@ def test_processing_time_windows_call_the_operator_in_every_batch(
     assert {calls for calls, _ in batches.values()} == {1}
 
 
+@pytest.mark.parametrize(("kind", "on_input"), [("tumbling", 1), ("session", 2)])
 def test_the_idle_timeout_still_closes_the_last_window_on_the_clock(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, kind: str, on_input: int
 ) -> None:
     extra = {"allowedLateness": 0, "idleTimeout": {"size": 1, "unit": "second"}}
-    batches = run(spark, tmp_path, extra, lambda b: sum(r for _, r in b.values()) >= 2)
+    total = on_input + 1
+    batches = run(spark, tmp_path, extra, lambda b: sum(r for _, r in b.values()) >= total, kind)
     first, *later = sorted(batches)
     closed_idle = [b for b in later if batches[b][1]]
-    assert batches[first][1] == 1 and len(closed_idle) == 1  # [00:10, 00:20) without input
+    # Tumbling: [00:10, 00:20) closes without input; sessions: the one at 00:19.5.
+    assert batches[first][1] == on_input and len(closed_idle) == 1
     assert batches[closed_idle[0]][0] == 1  # woken by its timeout

@@ -1,8 +1,8 @@
-"""The processing-time timeout a fixed-window bucket sets while it waits for an idle close.
+"""The processing-time timeout a window bucket sets while it waits for an idle close.
 
 Before, every micro-batch called every bucket, and an input-less call at processing time `t`
-closed what `idle()` found due at `t`. A bucket of a fixed window whose only wall-clock rule
-is `idleTimeout` now sets a timeout instead, which Spark fires in the first micro-batch whose
+closed what `idle()` found due at `t`. A bucket of a window whose only wall-clock rule is
+`idleTimeout` (fixed, session or sliding) now sets a timeout instead, which Spark fires in the first micro-batch whose
 time is after it. These tests drive the operator function itself (no Spark) on random streams
 and check, for every timeout it sets, that an input-less call 1 ms before the wake-up changes
 nothing and one at the wake-up closes a window: the bucket wakes exactly when the old
@@ -53,17 +53,30 @@ class FakeState:
         self.timeout_ms = duration_ms
 
 
-def spec(*, hop_ms: int, lateness_ms: int, idle_ms: int | None, **source: Any) -> C.OperatorSpec:
+def spec(
+    *,
+    kind: str = "fixed",
+    hop_ms: int = 10_000,
+    lateness_ms: int,
+    idle_ms: int | None,
+    **source: Any,
+) -> C.OperatorSpec:
+    geometry: Any = {
+        "fixed": C.FixedGeometry(interval_ms=10_000, hop_ms=hop_ms, offset_ms=0),
+        "session": C.SessionGeometry(gap_ms=hop_ms),
+        "sliding": C.SlidingGeometry(time_difference_ms=hop_ms),
+    }[kind]
     count = C.AccumulatorPlan(name="n", op="$count", spec={})
     return C.OperatorSpec(
-        kind="fixed",
-        geometry=C.FixedGeometry(interval_ms=10_000, hop_ms=hop_ms, offset_ms=0),
+        kind=kind,
+        geometry=geometry,
         allowed_lateness_ms=lateness_ms,
         idle_timeout_ms=idle_ms,
         processing_time=False,
         inner=C.InnerPlan(group=C.GroupPlan(accumulators=(count,)), first_operator="GroupOperator"),
         source=C.WindowSource(partitions=1, **source),
         has_dlq=False,
+        partitioned=kind != "fixed",
     )
 
 
@@ -84,6 +97,7 @@ def rows(first_seq: int, event_ms: list[int], keys: list[str]) -> pd.DataFrame:
             C.REASON: nothing,
             C.OPERATOR: nothing,
             C.KEY: [f'"{k}"' for k in keys],
+            C.PKEY: [f'"{k}"' for k in keys],  # sessions and sliding windows partition by it
         }
     )
 
@@ -99,17 +113,19 @@ def call(
     return state, int((out["kind"] == KIND_OUTPUT).sum())
 
 
-def core_state(blob: bytes) -> tuple[bytes, dict[str, Any]]:
-    """The window state's bytes and the clock without its `now_ms` (which every call sets)."""
+def core_state(blob: bytes) -> tuple[Any, dict[str, Any]]:
+    """The window state (compared by value: its pickle orders sets arbitrarily) and the
+    clock without its `now_ms` (which every call sets)."""
     _, clock, state = pickle.loads(blob)
-    fields = {k: v for k, v in vars(clock).items() if k != "now_ms"}
-    return pickle.dumps(state), fields
+    return state, {k: v for k, v in vars(clock).items() if k != "now_ms"}
 
 
+@pytest.mark.parametrize("kind", ["fixed", "session", "sliding"])
 @pytest.mark.parametrize("seed", range(12))
-def test_an_idle_fixed_window_bucket_wakes_when_the_first_window_would_close(seed: int) -> None:
+def test_an_idle_bucket_wakes_when_the_first_window_would_close(kind: str, seed: int) -> None:
     rng = random.Random(seed)
     s = spec(
+        kind=kind,
         hop_ms=rng.choice([10_000, 5_000, 3_000]),
         lateness_ms=rng.choice([0, 1_000, 3_000]),
         idle_ms=rng.choice([500, 2_000, 15_000]),
