@@ -1,8 +1,8 @@
 """Which micro-batches call the window operator in production (processing-time timeouts).
 
 Every call of a bucket unpickles and rewrites its whole state, so a bucket is only called in
-micro-batches without its input when something closes windows on the wall clock, and a fixed
-window whose only such rule is `idleTimeout` sleeps until its next idle close
+micro-batches without its input when something closes windows on the wall clock, and a window
+whose only such rule is `idleTimeout` sleeps until its next idle close
 (`window_operator.state_timeout_ms`; the exact wake-up is tested in
 `tests/unit/engine/test_window_idle_wake.py`). The operator emits one stats row per call,
 which is how these tests see the calls. Micro-batches run on a short trigger; the tests wait
@@ -31,8 +31,6 @@ pytestmark = pytest.mark.spark
 Batches = dict[int, tuple[int, int]]
 
 DOCS = [{"k": "a", "t": {"$date": f"2024-01-01T00:00:{s}Z"}} for s in ("01", "02", "12", "19.5")]
-
-
 GROUP = [{"$group": {"_id": "$k", "n": {"$count": {}}}}]
 
 
