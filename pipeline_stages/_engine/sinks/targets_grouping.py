@@ -34,24 +34,6 @@ def write_by_collection(
 ) -> list[tuple[int, str]]:
     """Group the outputs by target collection, `write` each group, and return the `(index,
     message)` failures: outputs that could not be placed and documents not written."""
-    groups, failures = group_by_collection(
-        outputs, keys, db=db, coll=coll, embedded=embedded, assign_ids=assign_ids
-    )
-    for (target_db, target_coll), pending in groups.items():
-        failures.extend(write(target_db, target_coll, pending))
-    return failures
-
-
-def group_by_collection(
-    outputs: Sequence[Output],
-    keys: Sequence[str],
-    *,
-    db: Name,
-    coll: Name,
-    embedded: bool,
-    assign_ids: bool,
-) -> tuple[dict[tuple[str, str], Pending], list[tuple[int, str]]]:
-    """`{(db, coll): pending documents}` and the `(index, message)` failures."""
     from service.stores import from_relaxed_ejson
 
     failures: list[tuple[int, str]] = []
@@ -70,4 +52,6 @@ def group_by_collection(
         if assign_ids and isinstance(doc, dict):
             doc = with_id(doc, keys[index])
         groups.setdefault((target_db, target_coll), []).append((index, from_relaxed_ejson(doc)))
-    return groups, failures
+    for (target_db, target_coll), pending in groups.items():
+        failures.extend(write(target_db, target_coll, pending))
+    return failures
