@@ -113,6 +113,18 @@ class Clock:
             idle_timeout_ms=idle_timeout_ms,
         )
 
+    def partition_idle_due_ms(self, timeout_ms: int | None) -> int | None:
+        """The next instant after `now_ms` at which a partition turns idle under
+        `partitionIdleTimeout` (`advance_to` recombines the watermark there); None when no
+        partition is pending."""
+        if timeout_ms is None or self.now_ms is None:
+            return None
+        now = self.now_ms
+        return min(
+            (t + timeout_ms for t in self.part_active.values() if t + timeout_ms > now),
+            default=None,
+        )
+
     def running(
         self,
         parts: npt.NDArray[np.int64],

@@ -213,7 +213,7 @@ class FixedWindows:
             return
         idle_for = (clock.now_ms or 0) - clock.last_input_ms
         end = idle_close_end(
-            self._open_ends(),
+            self.open_ends(),
             adjusted_watermark=clock.combined - self.lateness,
             idle_duration_ms=idle_for,
             idle_timeout_ms=timeout,
@@ -224,10 +224,11 @@ class FixedWindows:
     def idle_wake_ms(self) -> int | None:
         """When `idle()` first closes a window if no input comes (None: not before input)."""
         return self.clock.idle_wake_ms(
-            self.spec.idle_timeout_ms, self._open_ends(), self.clock.combined - self.lateness
+            self.spec.idle_timeout_ms, self.open_ends(), self.clock.combined - self.lateness
         )
 
-    def _open_ends(self) -> list[int]:
+    def open_ends(self) -> list[int]:
+        """Ends of the open windows (the operator's wake-up arithmetic reads them)."""
         return [s + self.size for s in self.state.windows]
 
     def processing_time_tick(self, now: int) -> None:

@@ -8,9 +8,8 @@ into processing-time segments, and runs each segment through the window core:
   rows is an idle segment, and it comes from a `ProcessingTimeTimeout` the previous call set
   (`state_timeout_ms`): when something closes windows on the wall clock (idleTimeout,
   partition idleness, processing-time windows: `OperatorSpec.runs_when_idle`), at the next
-  instant that can close one (windows with only an idleTimeout) or in every micro-batch (the
-  others). Otherwise only input moves the watermark and no timeout is set: the bucket
-  runs only with input. Every call unpickles and rewrites the bucket's whole state, so an
+  instant that can close one. Otherwise only input moves the watermark and no timeout is
+  set: the bucket runs only with input. Every call unpickles and rewrites the bucket's whole state, so an
   idle processor no longer pays that per trigger (`benchmarks/window_idle.py`). The query
   keeps `ProcessingTimeTimeout` either way: the timeout mode is part of the state schema,
   and switching it would break existing checkpoints;
@@ -135,18 +134,35 @@ def state_timeout_ms(spec: C.OperatorSpec, core: Any, now: int) -> int | None:
     """How long the bucket may go uncalled while it gets no input: the processing-time
     timeout to set (None: none, the bucket waits for input).
 
-    Windows whose only wall-clock rule is `idleTimeout` sleep until the first instant their
-    core's `idle()` would close a window (`idle_wake_ms`). Spark fires a timeout in the first
-    micro-batch whose time is strictly after it, hence the 1 ms: the call comes in the same
-    micro-batch as when every batch called the bucket. Processing-time windows and partition
-    idleness are checked in every micro-batch.
+    The bucket sleeps until the first instant an input-less call would change something
+    (`wake_instants`). Spark fires a timeout in the first micro-batch whose time is strictly
+    after it, hence the 1 ms: the call comes in the same micro-batch as when every batch
+    called the bucket.
     """
     if not spec.runs_when_idle:
         return None
-    if spec.processing_time or spec.source.partition_idle_timeout_ms is not None:
-        return 1
-    wake = core.idle_wake_ms()
-    return None if wake is None else max(1, wake - 1 - now)
+    due = [instant for instant in wake_instants(spec, core) if instant is not None]
+    return max(1, min(due) - 1 - now) if due else None
+
+
+def wake_instants(spec: C.OperatorSpec, core: Any) -> list[int | None]:
+    """Per wall-clock rule, the first processing time at which an input-less call would act
+    (None: not before new input):
+
+    * processing-time windows: a tick at `now` closes the windows ending at or before
+      `now - 1` (`processing_time_tick`), so the earliest open end + 1 ms;
+    * `idleTimeout` (event time): the core's next idle close (`idle_wake_ms`);
+    * `partitionIdleTimeout`: the next instant a partition turns idle, where the combined
+      watermark may rise (`Clock.partition_idle_due_ms`; a rise that closes nothing costs one
+      call).
+    """
+    if spec.processing_time:
+        ends = core.open_ends()
+        clock_rule = min(ends) + 1 if ends else None
+    else:
+        clock_rule = core.idle_wake_ms()
+    partition_rule = core.clock.partition_idle_due_ms(spec.source.partition_idle_timeout_ms)
+    return [clock_rule, partition_rule]
 
 
 def load_state(state: Any) -> tuple[Clock, Any]:

@@ -152,7 +152,7 @@ class SessionWindows:
         if timeout is None or not clock.advanced or clock.last_input_ms is None:
             return
         limit = idle_close_end(
-            self._open_ends(),
+            self.open_ends(),
             adjusted_watermark=clock.combined - self.lateness,
             idle_duration_ms=(clock.now_ms or 0) - clock.last_input_ms,
             idle_timeout_ms=timeout,
@@ -164,10 +164,11 @@ class SessionWindows:
     def idle_wake_ms(self) -> int | None:
         """When `idle()` first closes a session if no input comes (None: not before input)."""
         return self.clock.idle_wake_ms(
-            self.spec.idle_timeout_ms, self._open_ends(), self.clock.combined - self.lateness
+            self.spec.idle_timeout_ms, self.open_ends(), self.clock.combined - self.lateness
         )
 
-    def _open_ends(self) -> list[int]:
+    def open_ends(self) -> list[int]:
+        """Ends of the open windows (the operator's wake-up arithmetic reads them)."""
         return [self.end(s) for sessions in self.state.sessions.values() for s in sessions]
 
     def processing_time_tick(self, now: int) -> None:

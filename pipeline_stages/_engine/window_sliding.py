@@ -184,7 +184,7 @@ class SlidingWindows:
         if timeout is None or not clock.advanced or clock.last_input_ms is None:
             return
         limit = idle_close_end(
-            self._open_ends(),
+            self.open_ends(),
             adjusted_watermark=self.effective(clock.combined) - self.grace,
             idle_duration_ms=(clock.now_ms or 0) - clock.last_input_ms,
             idle_timeout_ms=timeout,
@@ -197,11 +197,12 @@ class SlidingWindows:
         """When `idle()` first closes a window if no input comes (None: not before input)."""
         return self.clock.idle_wake_ms(
             self.spec.idle_timeout_ms,
-            self._open_ends(),
+            self.open_ends(),
             self.effective(self.clock.combined) - self.grace,
         )
 
-    def _open_ends(self) -> list[int]:
+    def open_ends(self) -> list[int]:
+        """Ends of the open windows (the operator's wake-up arithmetic reads them)."""
         return [self.g.end_of(s) for p in self.state.partitions.values() for s in p.open_starts]
 
     def processing_time_tick(self, now: int) -> None:

@@ -238,6 +238,40 @@ def test_silent_partition_holds_the_watermark_until_partition_idle_timeout(
     assert (result["n"], sorted(result["ids"])) == (2, [0, 1])
 
 
+def test_partition_idleness_closes_a_window_in_a_batch_without_input(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = kafka_broker.create_topic(2)
+    kafka_broker.produce(topic, ['{"i": 0}'], partition=1, timestamps_ms=[BASE_MS + 200])
+    kafka_broker.produce(topic, ['{"i": 1}'], partition=0, timestamps_ms=[BASE_MS + 100])
+    idle_s = 10  # far longer than the next step takes, so partition 1 is still active then
+    body = {**source(topic)["$source"], "partitionIdleTimeout": {"size": idle_s, "unit": "second"}}
+    run = KafkaRun(spark, [{"$source": body}, WINDOW], kafka_broker.bootstrap, tmp_path / "cp")
+    try:
+        run.wait_consumed(topic, {0: 1, 1: 1})
+        started = time.monotonic()
+        # Partition 0 moves on once more, in a later micro-batch, and then nothing arrives.
+        # Partition 1 turns idle first: partition 0 alone then sets the watermark (4999 ms),
+        # which closes [0, 1 s). Only the operator's timeout can make that happen.
+        kafka_broker.produce(topic, ['{"i": 2}'], partition=0, timestamps_ms=[BASE_MS + 5000])
+        run.wait_consumed(topic, {0: 2, 1: 1})
+        assert time.monotonic() - started < idle_s, "the test's premise: partition 1 not idle yet"
+        assert run.collector.outputs == []
+        run.wait(lambda: bool(run.collector.outputs), "the window closed by partition idleness")
+        (closing,) = [b.batch_id for b in run.collector.batches if b.outputs]
+
+        def input_rows() -> dict[int, int]:
+            return {int(p["batchId"]): int(p["numInputRows"]) for p in run.progress()}
+
+        run.wait(lambda: closing in input_rows(), f"the progress of micro-batch {closing}")
+    finally:
+        run.stop()
+    (result,) = run.collector.outputs
+    assert result["_stream_meta"]["window"]["start"] == date(0)
+    assert (result["n"], sorted(result["ids"])) == (2, [0, 1])
+    assert input_rows()[closing] == 0
+
+
 @dataclass(frozen=True)
 class _Targeted:
     doc_json: str

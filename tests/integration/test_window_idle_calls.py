@@ -1,10 +1,10 @@
 """Which micro-batches call the window operator in production (processing-time timeouts).
 
 Every call of a bucket unpickles and rewrites its whole state, so a bucket is only called in
-micro-batches without its input when something closes windows on the wall clock, and a window
-whose only such rule is `idleTimeout` sleeps until its next idle close
-(`window_operator.state_timeout_ms`; the exact wake-up is tested in
-`tests/unit/engine/test_window_idle_wake.py`). The operator emits one stats row per call,
+micro-batches without its input when something closes windows on the wall clock, and then
+sleeps until that is due: the next idle close, the end of a processing-time window
+(`window_operator.state_timeout_ms`; the exact wake-ups, and partition idleness, are tested
+in `tests/unit/engine/test_window_idle_wake.py`). The operator emits one stats row per call,
 which is how these tests see the calls. Micro-batches run on a short trigger; the tests wait
 on batch ids and results, never on time.
 """
@@ -94,11 +94,19 @@ def test_input_less_batches_do_not_call_a_sleeping_operator(
     assert [batches[b][0] for b in later] == [0] * len(later)
 
 
-def test_processing_time_windows_call_the_operator_in_every_batch(
-    spark: Any, tmp_path: Path
-) -> None:
-    batches = run(spark, tmp_path, {"boundary": "processingTime"}, five_batches)
-    assert {calls for calls, _ in batches.values()} == {1}
+def test_processing_time_windows_sleep_until_their_window_ends(spark: Any, tmp_path: Path) -> None:
+    extra = {"boundary": "processingTime", "interval": {"size": 2, "unit": "second"}}
+
+    def closed_and_then_some(batches: Batches) -> bool:
+        closed = [b for b, (_, results) in batches.items() if results]
+        return bool(closed) and max(batches) >= closed[0] + 3
+
+    batches = run(spark, tmp_path, extra, closed_and_then_some)
+    first, *later = sorted(batches)
+    assert batches[first] == (1, 0)  # the documents open the window holding their arrival
+    (closed,) = [b for b in later if batches[b][1]]
+    assert batches[closed] == (1, 1)  # woken by its timeout once the window ended
+    assert [batches[b][0] for b in later if b != closed] == [0] * (len(later) - 1)
 
 
 @pytest.mark.parametrize(("kind", "on_input"), [("tumbling", 1), ("session", 2)])
