@@ -252,13 +252,16 @@ def _default_session() -> Any:
 def _run_query(
     compiled: Any, writer: StdoutWriter, *, err: TextIO, max_seconds: float, name: str
 ) -> int:
+    from pipeline_stages._engine.session import start_query
+
     checkpoint = tempfile.mkdtemp(prefix="sluice-process-")
-    query = (
+    stream = (
         compiled.envelopes.writeStream.foreachBatch(ForeachBatchSink(writer, processor=name))
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime="0 seconds")
-        .start()
     )
+    spark = compiled.envelopes.sparkSession
+    query = start_query(stream, spark, idle_batches=compiled.runs_when_idle)
     deadline = time.monotonic() + max_seconds
     try:
         while not _finished(compiled, query, writer):

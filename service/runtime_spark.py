@@ -217,17 +217,18 @@ class SparkEngine:
 
     def launch(self, request: RunRequest) -> SparkQueryHandle:
         """Compile the pipeline and start its query."""
+        from pipeline_stages._engine.session import start_query
         from pipeline_stages._engine.sink import ForeachBatchSink
 
         compiled, _ = self._compile(request.compile)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        query = (
+        writer = (
             compiled.envelopes.writeStream.queryName(f"sluice_{request.processor_id}")
             .foreachBatch(ForeachBatchSink(request.writer, processor=request.compile.name))
             .option("checkpointLocation", self.checkpoint_location(request))
             .trigger(processingTime=self._settings.trigger_interval)
-            .start()
         )
+        query = start_query(writer, self.session(), idle_batches=compiled.runs_when_idle)
         return SparkQueryHandle(query)
 
     def checkpoint_location(self, request: RunRequest) -> str:

@@ -71,3 +71,6 @@ class WindowPlan:
     envelopes: DataFrame
     #: True when windows can close without new input (idleTimeout, processing time).
     closes_on_clock: bool = False
+    #: True when the operator must be able to run in micro-batches without input (a wall-clock
+    #: rule, partition idleness included: `OperatorSpec.runs_when_idle`).
+    runs_when_idle: bool = False

@@ -38,6 +38,8 @@ class CompiledPipeline:
     finite_total: int | None
     has_window: bool
     closes_on_clock: bool
+    #: Whether the query needs Spark's micro-batches without input (`start_query`).
+    runs_when_idle: bool
     sink: Any | None
     source_type: str
 
@@ -100,6 +102,7 @@ def compile_after_source(
         finite_total=source_plan.finite_total,
         has_window=window is not None,
         closes_on_clock=window.closes_on_clock if window is not None else False,
+        runs_when_idle=window.runs_when_idle if window is not None else False,
         sink=sink,
         source_type=source_plan.source_type,
     )

@@ -191,17 +191,18 @@ def compile_window(
         bucket_count=buckets,
     )
     envelopes = _operator(frame, op_spec)
-    closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
+    clock = {
+        "closes_on_clock": op_spec.idle_timeout_ms is not None or op_spec.processing_time,
+        "runs_when_idle": op_spec.runs_when_idle,
+    }
     if not split.suffix:
-        return WindowResult(envelopes=envelopes, closes_on_clock=closes_on_clock)
+        return WindowResult(envelopes=envelopes, **clock)
     from pipeline_stages import REGISTRY
 
     after = frame_from_envelope(envelopes)
     for stage in split.suffix:
         after = REGISTRY[stage.key].module.compile(stage.spec, after, ctx, stage.path)
-    return WindowResult(
-        envelopes=envelope_from_frame(after), closes_on_clock=closes_on_clock, frame=after
-    )
+    return WindowResult(envelopes=envelope_from_frame(after), frame=after, **clock)
 
 
 def _bucket(spec: C.OperatorSpec) -> Any:

@@ -11,6 +11,7 @@ on batch ids and results, never on time.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from pipeline_stages._base import ProblemCollector
 from pipeline_stages._engine.context import CompileContext
 from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
 from pipeline_stages._engine.plan import compile_pipeline
+from pipeline_stages._engine.session import start_query
 from pipeline_stages._engine.sources import register_all
 from tests.streaming import wait_until
 
@@ -29,9 +31,12 @@ pytestmark = pytest.mark.spark
 
 #: Per micro-batch id: (operator calls, window results).
 Batches = dict[int, tuple[int, int]]
+#: The query's progress events, oldest first.
+Progress = list[dict[str, Any]]
 
 DOCS = [{"k": "a", "t": {"$date": f"2024-01-01T00:00:{s}Z"}} for s in ("01", "02", "12", "19.5")]
 GROUP = [{"$group": {"_id": "$k", "n": {"$count": {}}}}]
+IDLE_PROGRESS_EVERY = "spark.sql.streaming.noDataProgressEventInterval"
 
 
 def window(extra: dict[str, Any], kind: str = "tumbling") -> dict[str, Any]:
@@ -47,10 +52,12 @@ def run(
     spark: Any,
     tmp_path: Path,
     extra: dict[str, Any],
-    done: Callable[[Batches], bool],
+    done: Callable[[Batches, Progress], bool],
     kind: str = "tumbling",
-) -> Batches:
-    """Per micro-batch id: (operator calls = stats rows, window results), until `done`."""
+) -> tuple[Batches, Progress]:
+    """Per micro-batch id: (operator calls = stats rows, window results), until `done`, and
+    the progress events. The query starts as the service starts it (`start_query`); Spark
+    reports a trigger that ran no micro-batch every 100 ms."""
     register_all(spark)
     source = {"$source": {"documents": DOCS, "timeField": "$t"}}
     parsed = parse_pipeline([source, window(extra, kind)])
@@ -63,32 +70,49 @@ def run(
         kinds = [row.kind for row in batch.select("kind").collect()]
         batches[batch_id] = (kinds.count(KIND_STATS), kinds.count(KIND_OUTPUT))
 
-    query = (
+    writer = (
         compiled.envelopes.writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(processingTime="200 milliseconds")
-        .start()
     )
+    previous = spark.conf.get(IDLE_PROGRESS_EVERY)
+    spark.conf.set(IDLE_PROGRESS_EVERY, "100ms")  # the query copies it when it starts
     try:
-        wait_until(query, lambda: done(batches), "the batches the test needs", 180)
+        query = start_query(writer, spark, idle_batches=compiled.runs_when_idle)
+    finally:
+        spark.conf.set(IDLE_PROGRESS_EVERY, previous)
+
+    def progress() -> Progress:
+        return [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress]
+
+    try:
+        wait_until(query, lambda: done(batches, progress()), "the batches the test needs", 180)
     finally:
         query.stop()
-    return batches
+    return batches, progress()
 
 
-def five_batches(batches: Batches) -> bool:
+def five_batches(batches: Batches, _progress: Progress) -> bool:
     return len(batches) >= 5
 
 
-@pytest.mark.parametrize(
-    "extra",
-    [{"allowedLateness": 0}, {"allowedLateness": 0, "idleTimeout": {"size": 1, "unit": "hour"}}],
-    ids=["no-idle-timeout", "idle-close-an-hour-away"],
-)
-def test_input_less_batches_do_not_call_a_sleeping_operator(
-    spark: Any, tmp_path: Path, extra: dict[str, Any]
+def test_a_window_without_a_clock_rule_runs_no_micro_batch_without_input(
+    spark: Any, tmp_path: Path
 ) -> None:
-    batches = run(spark, tmp_path, extra, five_batches)
+    def idle_triggers(progress: Progress) -> list[dict[str, Any]]:
+        """Triggers that found no input and ran no micro-batch (no `addBatch` time)."""
+        return [p for p in progress if "addBatch" not in p.get("durationMs", {})]
+
+    batches, progress = run(
+        spark, tmp_path, {"allowedLateness": 0}, lambda _, p: len(idle_triggers(p)) >= 3
+    )
+    assert batches == {0: (1, 1)}  # the input: [00:00, 00:10) closes on 00:12
+    assert [p["batchId"] for p in progress if "addBatch" in p["durationMs"]] == [0]
+
+
+def test_input_less_batches_do_not_call_a_sleeping_operator(spark: Any, tmp_path: Path) -> None:
+    extra = {"allowedLateness": 0, "idleTimeout": {"size": 1, "unit": "hour"}}
+    batches, _ = run(spark, tmp_path, extra, five_batches)
     first, *later = sorted(batches)
     assert batches[first] == (1, 1)  # the input: [00:00, 00:10) closes on 00:12
     assert [batches[b][0] for b in later] == [0] * len(later)
@@ -97,11 +121,11 @@ def test_input_less_batches_do_not_call_a_sleeping_operator(
 def test_processing_time_windows_sleep_until_their_window_ends(spark: Any, tmp_path: Path) -> None:
     extra = {"boundary": "processingTime", "interval": {"size": 2, "unit": "second"}}
 
-    def closed_and_then_some(batches: Batches) -> bool:
+    def closed_and_then_some(batches: Batches, _progress: Progress) -> bool:
         closed = [b for b, (_, results) in batches.items() if results]
         return bool(closed) and max(batches) >= closed[0] + 3
 
-    batches = run(spark, tmp_path, extra, closed_and_then_some)
+    batches, _ = run(spark, tmp_path, extra, closed_and_then_some)
     first, *later = sorted(batches)
     assert batches[first] == (1, 0)  # the documents open the window holding their arrival
     (closed,) = [b for b in later if batches[b][1]]
@@ -115,7 +139,9 @@ def test_the_idle_timeout_still_closes_the_last_window_on_the_clock(
 ) -> None:
     extra = {"allowedLateness": 0, "idleTimeout": {"size": 1, "unit": "second"}}
     total = on_input + 1
-    batches = run(spark, tmp_path, extra, lambda b: sum(r for _, r in b.values()) >= total, kind)
+    batches, _ = run(
+        spark, tmp_path, extra, lambda b, _: sum(r for _, r in b.values()) >= total, kind
+    )
     first, *later = sorted(batches)
     closed_idle = [b for b in later if batches[b][1]]
     # Tumbling: [00:10, 00:20) closes without input; sessions: the one at 00:19.5.
