@@ -9,7 +9,8 @@ into processing-time segments, and runs each segment through the window core:
   (`state_timeout_ms`): when something closes windows on the wall clock (idleTimeout,
   partition idleness, processing-time windows: `OperatorSpec.runs_when_idle`), at the next
   instant that can close one. Otherwise only input moves the watermark and no timeout is
-  set: the bucket runs only with input. Every call unpickles and rewrites the bucket's whole state, so an
+  set: the bucket runs only with input (and its query runs no micro-batch without input,
+  `session.start_query`). Every call unpickles and rewrites the bucket's whole state, so an
   idle processor no longer pays that per trigger (`benchmarks/window_idle.py`). The query
   keeps `ProcessingTimeTimeout` either way: the timeout mode is part of the state schema,
   and switching it would break existing checkpoints;
