@@ -145,6 +145,8 @@ class CutoffWindows:
         only computed for late rows) and the window it missed. Keys, not `first`/
         `collect_list`, carry the late rows' fields, which keeps the sums in Spark's fast
         fixed-width hash aggregation."""
+        if self.workload != "tumbling":
+            return self.buffered(rows)
         late, on_time = F.col("late"), ~F.col("late")
         keys = [
             F.col("end"),
@@ -152,8 +154,6 @@ class CutoffWindows:
             F.when(late, F.col("seq")).alias("seq"),
             F.when(late, F.to_json("doc")).alias("doc"),
         ]
-        if self.workload != "tumbling":
-            return self.buffered(rows)
         values = [
             F.sum(F.when(on_time, F.col("v"))).alias("sum"),
             F.count(F.when(on_time, F.col("v"))).alias("n_v"),
@@ -188,8 +188,8 @@ class CutoffWindows:
         self.late.append(late.drop(columns=["end"]).assign(missedWindowStartTimes=starts))
 
     def merge(self, batch: pd.DataFrame) -> None:
-        """Add a batch's partials. Tumbling sums merge at once; hopping partials are kept as
-        chunks and merged once, when their window closes (no per-batch state rewrite)."""
+        """Add a batch's partials. Tumbling sums merge at once; hopping (window, key, value)
+        rows are appended, and grouped once, when their window closes."""
         if self.workload == "tumbling" and not self.state.empty:
             both = pd.concat([self.state, batch], ignore_index=True)
             self.state = both.groupby(["end", "key"], as_index=False)[["sum", "n_v", "n"]].sum()
@@ -287,11 +287,13 @@ def write_edge_input(directory: Path, *, rows: int, files: int, keys: int) -> np
 
 
 def reference(ts: np.ndarray, key: np.ndarray, v: np.ndarray, workload: str) -> dict[str, Any]:
-    """The same rule, per document in arrival order, in numpy: emitted (end, key) -> n and
-    sum, and the late positions."""
+    """The same rule, per document in arrival order, in numpy/pandas: per emitted (end, key)
+    the count and sum (tumbling) or the `$push` list in arrival order and the `$top` id
+    (hopping), and the late positions. Positions are the row numbers (`seq` = `id` = row)."""
     hop = INTERVAL_MS if workload == "tumbling" else HOP_MS
     before = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(ts)[:-1]])
     final_close = int(ts.max()) - 1 - LATENESS_MS
+    seq = np.arange(len(ts))
     late: set[int] = set()
     frames = []
     for k in range(INTERVAL_MS // hop):
@@ -299,24 +301,42 @@ def reference(ts: np.ndarray, key: np.ndarray, v: np.ndarray, workload: str) -> 
         is_late = before >= end + LATENESS_MS + 1
         late.update(np.nonzero(is_late)[0].tolist())
         keep = ~is_late & (end <= final_close)
-        frames.append(pd.DataFrame({"end": end[keep], "key": key[keep], "v": v[keep]}))
-    grouped = pd.concat(frames).groupby(["end", "key"]).v.agg(["count", "sum"])
-    counts = {(int(e), str(k)): [int(n), float(x)] for (e, k), n, x in grouped.itertuples()}
-    return {"windows": counts, "late": late}
+        frames.append(
+            pd.DataFrame({"end": end[keep], "key": key[keep], "v": v[keep], "seq": seq[keep]})
+        )
+    rows = pd.concat(frames).sort_values(["end", "key", "seq"])
+    groups = rows.groupby(["end", "key"])
+    if workload == "tumbling":
+        found = groups.v.agg(["count", "sum"])
+        return {
+            "windows": {
+                (int(e), str(k)): (int(n), float(x)) for (e, k), n, x in found.itertuples()
+            },
+            "late": late,
+        }
+    best = rows.sort_values(["v", "seq"], ascending=[False, True], kind="stable")
+    top = best.drop_duplicates(["end", "key"]).set_index(["end", "key"]).seq
+    pushed = groups.v.agg(list)
+    windows = {
+        (int(e), str(k)): (list(values), int(top[(e, k)])) for (e, k), values in pushed.items()
+    }
+    return {"windows": windows, "late": late}
 
 
 def check(op: CutoffWindows, expected: dict[str, Any]) -> None:
+    """The spike's emitted windows and late positions are the reference's, exactly (sums to
+    1e-9 relative: the order of additions differs)."""
     emitted = pd.concat(op.emitted, ignore_index=True)
-    got: dict[tuple[int, str], list[float]] = {}
-    for row in emitted.itertuples():
-        if op.workload == "tumbling":
-            got[(int(row.end), str(row.key))] = [int(row.n), float(row.sum)]
-        else:
-            got[(int(row.end), str(row.key))] = [len(row.push), sum(row.push)]
     want = expected["windows"]
-    assert got.keys() == want.keys(), (len(got), len(want))
-    for k, (n, s) in want.items():
-        assert got[k][0] == n and abs(got[k][1] - s) < 1e-6 * max(1.0, abs(s)), (k, got[k], n, s)
+    if op.workload == "tumbling":
+        got = {(int(r.end), str(r.key)): (int(r.n), float(r.sum)) for r in emitted.itertuples()}
+        assert got.keys() == want.keys(), (len(got), len(want))
+        for k, (n, total) in want.items():
+            assert got[k][0] == n and abs(got[k][1] - total) <= 1e-9 * max(1.0, abs(total)), k
+    else:
+        got = {(int(r.end), str(r.key)): (list(r.push), int(r.top)) for r in emitted.itertuples()}
+        assert got.keys() == want.keys(), (len(got), len(want))
+        assert got == want
     late = set(pd.concat(op.late).seq.tolist()) if op.late else set()
     assert late == expected["late"], (len(late), len(expected["late"]))
 
