@@ -50,8 +50,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -62,11 +60,13 @@ from window_throughput import (  # noqa: E402  (a sibling script, not a package)
     INTERVAL_MS,
     LATENESS_MS,
     closing_batches,
+    local_session,
     native_query,
     run_once,
     sluice_query,
     stream,
     write_input,
+    write_parquet,
 )
 
 
@@ -266,20 +266,9 @@ def write_edge_input(directory: Path, *, rows: int, files: int, keys: int) -> np
     ts = grid + rng.choice(anchors, rows) + rng.choice(near, rows)
     seq = np.arange(rows, dtype=np.int64)
     key = np.array([f"k{n}" for n in range(keys)])[rng.integers(0, keys, rows)]
+    v = np.round(rng.random(rows) * 100, 2)
+    write_parquet(directory, files=files, seq=seq, ts=ts, key=key, v=v)
     per_file = rows // files
-    for index in range(files):
-        part = slice(index * per_file, (index + 1) * per_file)
-        table = pa.table(
-            {
-                "seq": seq[part],
-                "ts": pa.array(ts[part], type=pa.timestamp("ms", tz="UTC")),
-                "key": key[part],
-                "v": np.round(rng.random(per_file) * 100, 2),
-                "id": seq[part],
-            }
-        )
-        pq.write_table(table, directory / f"part-{index:04d}.parquet")
-        time.sleep(0.01)  # distinct modification times keep the file order
     return ts[: per_file * files]
 
 
@@ -382,13 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from pipeline_stages._engine.session import build_session
-
-    spark = build_session(
-        master="local[2]",
-        app_name="sluice-cutoff-spike",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
+    spark = local_session("sluice-cutoff-spike")
     directory = Path(tempfile.mkdtemp(prefix="sluice-spike-input-"))
     if args.data == "edges":
         ts = write_edge_input(directory, rows=args.rows, files=args.files, keys=args.keys)

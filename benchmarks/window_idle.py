@@ -130,13 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-batches", type=int, default=8)
     args = parser.parse_args(argv)
 
-    from pipeline_stages._engine.session import build_session
-
-    spark = build_session(
-        master="local[2]",
-        app_name="sluice-window-idle-bench",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
+    spark = wt.local_session("sluice-window-idle-bench")
     directory = Path(tempfile.mkdtemp(prefix="sluice-idle-input-"))
     wt.write_input(directory, rows=args.rows, files=args.files, keys=args.keys)
     print(f"{args.rows:,} rows, {args.keys:,} keys, one 1-hour window open, 1 s trigger")

@@ -76,6 +76,35 @@ def write_input(
     key = np.array([f"k{n}" for n in range(keys)])[rng.integers(0, keys, rows)]
     v = np.round(rng.random(rows) * 100, 2)
     per_file = rows // files
+    if fmt != "json":
+        write_parquet(directory, files=files, seq=seq, ts=ts, key=key, v=v)
+        return ts[: per_file * files]
+    for index in range(files):
+        part = slice(index * per_file, (index + 1) * per_file)
+        iso = np.datetime_as_string(ts[part].astype("datetime64[ms]"), unit="ms")
+        lines = [
+            json.dumps({"seq": q, "ts": {"$date": f"{t}Z"}, "key": k, "v": x, "id": q})
+            for q, t, k, x in zip(
+                seq[part].tolist(), iso.tolist(), key[part].tolist(), v[part].tolist(),
+                strict=True,
+            )
+        ]  # fmt: skip
+        (directory / f"part-{index:04d}.json").write_text("\n".join(lines) + "\n")
+        time.sleep(0.01)  # distinct modification times keep the file order
+    return ts[: per_file * files]
+
+
+def write_parquet(
+    directory: Path,
+    *,
+    files: int,
+    seq: np.ndarray,
+    ts: np.ndarray,
+    key: np.ndarray,
+    v: np.ndarray,
+) -> None:
+    """The rows (`SCHEMA`, `id` = `seq`) in `files` parquet files, in arrival order."""
+    per_file = len(seq) // files
     for index in range(files):
         part = slice(index * per_file, (index + 1) * per_file)
         table = pa.table(
@@ -87,20 +116,8 @@ def write_input(
                 "id": seq[part],
             }
         )
-        if fmt == "json":
-            iso = np.datetime_as_string(ts[part].astype("datetime64[ms]"), unit="ms")
-            lines = [
-                json.dumps({"seq": q, "ts": {"$date": f"{t}Z"}, "key": k, "v": x, "id": q})
-                for q, t, k, x in zip(
-                    seq[part].tolist(), iso.tolist(), key[part].tolist(), v[part].tolist(),
-                    strict=True,
-                )
-            ]  # fmt: skip
-            (directory / f"part-{index:04d}.json").write_text("\n".join(lines) + "\n")
-        else:
-            pq.write_table(table, directory / f"part-{index:04d}.parquet")
+        pq.write_table(table, directory / f"part-{index:04d}.parquet")
         time.sleep(0.01)  # distinct modification times keep the file order
-    return ts[: per_file * files]
 
 
 def stream(spark: SparkSession, directory: Path, fmt: str = "typed") -> DataFrame:
@@ -246,6 +263,14 @@ def typed_frame(spark: SparkSession, directory: Path) -> Any:
 # --------------------------------------------------------------------------- running
 
 
+def local_session(app_name: str) -> SparkSession:
+    """The window benchmarks' session: both cores, two shuffle partitions."""
+    from pipeline_stages._engine.session import build_session
+
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+    return build_session(master="local[2]", app_name=app_name, conf=conf)
+
+
 @dataclass
 class Run:
     """One measured run."""
@@ -339,13 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", choices=("typed", "json"), default="typed")
     args = parser.parse_args(argv)
 
-    from pipeline_stages._engine.session import build_session
-
-    spark = build_session(
-        master="local[2]",
-        app_name="sluice-window-bench",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
+    spark = local_session("sluice-window-bench")
     directory = Path(tempfile.mkdtemp(prefix="sluice-window-input-"))
     ts = write_input(directory, rows=args.rows, files=args.files, keys=args.keys, fmt=args.input)
     print(
