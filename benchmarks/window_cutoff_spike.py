@@ -21,9 +21,10 @@ the groups gives each window's cutoff. Per micro-batch, in `foreachBatch`:
    instead and builds lists and `$top` when a window closes.
 
 State (the max event time, partials per open (window, key)) lives in the driver, in pandas;
-windows close when max - 1 ms - L >= end. Every run's emitted windows (count and sum per
-(window, key)) and late positions are checked against an independent numpy model of the rule
-(per-document running max in arrival order). `--runs` rotates the order of four runners:
+windows close when max - 1 ms - L >= end. Every run's emitted windows (count and sum, or
+`$push` list and `$top` id, per (window, key)) and late positions are checked against
+`reference`, an independent pandas model of the rule (per-document running max in arrival
+order). `--runs` rotates the order of four runners:
 native `window()`, Sluice's operator today (`window_throughput.sluice_query`, P = 1), and the
 spike reading key and inputs out of VARIANT documents (`cutoff/document`, what Sluice's
 compiled stages do) or from the typed columns (`cutoff/columns`, see `documents`).
@@ -419,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         for op in operators:
             check(op, expected)
         medians = {name: statistics.median(r) for name, r in rates.items()}
-        print(f"{workload}: (results equal the numpy model in all {len(operators)} spike runs)")
+        print(f"{workload}: (results equal `reference` in all {len(operators)} spike runs)")
         for name, r in rates.items():
             runs = " / ".join(f"{x:,.0f}" for x in r)
             ratio = f"({medians[name] / medians['native']:.2f}x)" if "native" in medians else ""
