@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from pipeline_stages._windowing.watermark import first_idle_close_ms
+from pipeline_stages._windowing.watermark import first_idle_close_ms, idle_close_end
 
 INITIAL_WATERMARK = -1
 _NEVER = np.iinfo(np.int64).min // 4
@@ -99,18 +99,43 @@ class Clock:
                     on_rise(self.combined)
         self.now_ms = now_ms
 
+    def idle_rule(self, idle_timeout_ms: int | None) -> tuple[int, int] | None:
+        """`(idleTimeout, latest input time)` when §4.5's idle rule can close anything (a
+        timeout is set, the watermark moved at least once, input came), else None."""
+        if idle_timeout_ms is None or not self.advanced or self.last_input_ms is None:
+            return None
+        return idle_timeout_ms, self.last_input_ms
+
+    def idle_close_now(
+        self, idle_timeout_ms: int | None, open_ends: list[int], adjusted_watermark: int
+    ) -> int | None:
+        """What a core's `idle()` closes at `now_ms`: the end of the latest of `open_ends`
+        that is due (`idle_close_end`), None when nothing is."""
+        rule = self.idle_rule(idle_timeout_ms)
+        if rule is None:
+            return None
+        timeout, since = rule
+        return idle_close_end(
+            open_ends,
+            adjusted_watermark=adjusted_watermark,
+            idle_duration_ms=(self.now_ms or 0) - since,
+            idle_timeout_ms=timeout,
+        )
+
     def idle_wake_ms(
         self, idle_timeout_ms: int | None, open_ends: list[int], adjusted_watermark: int
     ) -> int | None:
         """When a core's `idle()` first closes one of `open_ends` if no input comes (None: not
-        before input): the guards of `idle()`, then `first_idle_close_ms`."""
-        if idle_timeout_ms is None or not self.advanced or self.last_input_ms is None:
+        before input): `first_idle_close_ms` under the same rule as `idle_close_now`."""
+        rule = self.idle_rule(idle_timeout_ms)
+        if rule is None:
             return None
+        timeout, since = rule
         return first_idle_close_ms(
             open_ends,
             adjusted_watermark=adjusted_watermark,
-            last_input_ms=self.last_input_ms,
-            idle_timeout_ms=idle_timeout_ms,
+            last_input_ms=since,
+            idle_timeout_ms=timeout,
         )
 
     def partition_idle_due_ms(self, timeout_ms: int | None) -> int | None:

@@ -35,7 +35,6 @@ from pipeline_stages._engine.window_emit import (
 )
 from pipeline_stages._engine.window_inner_rt import InnerRuntime
 from pipeline_stages._engine.window_values import window_meta
-from pipeline_stages._windowing.watermark import idle_close_end
 
 
 @dataclass
@@ -207,16 +206,9 @@ class FixedWindows:
 
     def idle(self) -> None:
         """§4.5: after `idleTimeout` of source idleness, close the windows that are due."""
-        timeout = self.spec.idle_timeout_ms
         clock = self.clock
-        if timeout is None or not clock.advanced or clock.last_input_ms is None:
-            return
-        idle_for = (clock.now_ms or 0) - clock.last_input_ms
-        end = idle_close_end(
-            self.open_ends(),
-            adjusted_watermark=clock.combined - self.lateness,
-            idle_duration_ms=idle_for,
-            idle_timeout_ms=timeout,
+        end = clock.idle_close_now(
+            self.spec.idle_timeout_ms, self.open_ends(), clock.combined - self.lateness
         )
         if end is not None:
             self.close_through(end, clock.last_seq, clock.last_part)

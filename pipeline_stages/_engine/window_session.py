@@ -33,7 +33,6 @@ from pipeline_stages._engine.window_keyed import (
     emit_members,
 )
 from pipeline_stages._windowing.sessions import SessionSpan, merge_session_spans
-from pipeline_stages._windowing.watermark import idle_close_end
 
 
 @dataclass
@@ -148,14 +147,9 @@ class SessionWindows:
 
     def idle(self) -> None:
         """Sluice extension: idleTimeout closes sessions as §4.5 closes fixed windows."""
-        timeout, clock = self.spec.idle_timeout_ms, self.clock
-        if timeout is None or not clock.advanced or clock.last_input_ms is None:
-            return
-        limit = idle_close_end(
-            self.open_ends(),
-            adjusted_watermark=clock.combined - self.lateness,
-            idle_duration_ms=(clock.now_ms or 0) - clock.last_input_ms,
-            idle_timeout_ms=timeout,
+        clock = self.clock
+        limit = clock.idle_close_now(
+            self.spec.idle_timeout_ms, self.open_ends(), clock.combined - self.lateness
         )
         if limit is not None:
             self.close_due(limit)

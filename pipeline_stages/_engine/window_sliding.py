@@ -39,7 +39,6 @@ from pipeline_stages._engine.window_keyed import (
 )
 from pipeline_stages._mql.pyvalues import MISSING
 from pipeline_stages._windowing.sliding import SlidingGeometry
-from pipeline_stages._windowing.watermark import idle_close_end
 
 #: How long emitted window starts are remembered for late records' `missedWindowStartTimes`.
 EMITTED_RETENTION_MS = 60_000
@@ -180,14 +179,9 @@ class SlidingWindows:
 
     def idle(self) -> None:
         """Sluice extension: idleTimeout closes windows as §4.5 closes fixed windows."""
-        timeout, clock = self.spec.idle_timeout_ms, self.clock
-        if timeout is None or not clock.advanced or clock.last_input_ms is None:
-            return
-        limit = idle_close_end(
-            self.open_ends(),
-            adjusted_watermark=self.effective(clock.combined) - self.grace,
-            idle_duration_ms=(clock.now_ms or 0) - clock.last_input_ms,
-            idle_timeout_ms=timeout,
+        clock = self.clock
+        limit = clock.idle_close_now(
+            self.spec.idle_timeout_ms, self.open_ends(), self.effective(clock.combined) - self.grace
         )
         if limit is not None:
             self.state.floor = max(self.state.floor or limit, limit)
