@@ -128,9 +128,7 @@ def core_state(blob: bytes) -> tuple[Any, dict[str, Any]]:
     return state, {k: v for k, v in vars(clock).items() if k != "now_ms"}
 
 
-def feed(
-    operator: Any, rng: random.Random, *, partitions: int = 1
-) -> tuple[FakeState, bytes | None]:
+def feed(operator: Any, rng: random.Random, *, partitions: int = 1) -> FakeState:
     """A few input calls with random documents (event times with disorder, keys), processing
     time moving 0.1–3 s between them; the state after the last. With partitions, documents
     come on random ones, and the last call's only on partition 0, ahead of the others: when
@@ -146,7 +144,7 @@ def feed(
         event = max(event, *times)
         state, _ = call(operator, blob, now, rows(seq, times, rng.choices("abc", k=n), parts))
         blob, seq, now = state.blob, seq + n, now + rng.randint(100, 3_000)
-    return state, blob
+    return state
 
 
 def sleep_through(
@@ -202,7 +200,7 @@ def test_an_idle_bucket_wakes_when_the_first_window_would_close(kind: str, seed:
         idle_ms=rng.choice([500, 2_000, 15_000]),
     )
     operator = make_operator(s)
-    state, _ = feed(operator, rng)
+    state = feed(operator, rng)
     # The window holding the newest document is still open, so the bucket sleeps until an
     # idle close: every case checks at least one wake-up.
     assert state.timeout_ms is not None
@@ -215,7 +213,7 @@ def test_processing_time_windows_sleep_until_the_first_one_ends(kind: str, seed:
     rng = random.Random(seed)
     s = spec(kind=kind, hop_ms=rng.choice([10_000, 5_000, 3_000]), lateness_ms=0, idle_ms=None)
     operator = make_operator(replace(s, processing_time=True))
-    state, _ = feed(operator, rng)
+    state = feed(operator, rng)
     # The window the last call's documents went into ends after it: one wake-up at least.
     assert state.timeout_ms is not None and state.timeout_ms > 1
     assert sleep_through(operator, state, same=same_windows) >= 1
@@ -233,7 +231,7 @@ def test_partition_idleness_wakes_the_bucket_where_the_watermark_may_rise(seed: 
         partition_idle_timeout_ms=rng.choice([500, 2_000, 5_000]),
     )
     operator = make_operator(s)
-    state, _ = feed(operator, rng, partitions=2)
+    state = feed(operator, rng, partitions=2)
     timeout = s.source.partition_idle_timeout_ms
     assert timeout is not None
 
