@@ -56,6 +56,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS
+
 BASE_MS = 1_704_067_200_000
 INTERVAL_MS = 10_000
 HOP_MS = 5_000
@@ -181,10 +183,16 @@ def window_stage(workload: str) -> dict[str, Any]:
 
 
 def sluice_query(
-    spark: SparkSession, directory: Path, workload: str, buckets: int = 1, fmt: str = "typed"
-) -> DataFrame:
+    spark: SparkSession,
+    directory: Path,
+    workload: str,
+    buckets: int = 1,
+    fmt: str = "typed",
+    engine: str = "operator",
+) -> Any:
     """The compiled window stage over documents built from the same columns (`typed`) or
-    read from the JSON lines by the source path (`json`)."""
+    read from the JSON lines by the source path (`json`): the envelopes' frame, or with
+    `engine="batch"` a `(input frame, BatchWindow)` pair (the engine runs in the sink)."""
     from pipeline_stages import parse_stage
     from pipeline_stages._base import ProblemCollector
     from pipeline_stages._engine.context import CompileContext
@@ -198,9 +206,17 @@ def sluice_query(
     ctx.has_dlq = True
     ctx.window_source = WindowSource(partitions=1)  # type: ignore[attr-defined]
     spark.conf.set("spark.sluice.window.buckets", str(buckets))
+    spark.conf.set("spark.sluice.window.engine", engine)
     stage = parse_stage(window_stage(workload), path="/pipeline/1")
-    plan = stage.entry.module.compile(stage.spec, frame, ctx, stage.path)
+    try:
+        plan = stage.entry.module.compile(stage.spec, frame, ctx, stage.path)
+    finally:
+        spark.conf.unset("spark.sluice.window.engine")
     ctx.problems.raise_if_any()
+    if engine == "batch":
+        if plan.batch is None:
+            raise RuntimeError("the batch engine does not run this window")
+        return plan.batch.compact, plan.batch
     return plan.envelopes.select("kind", "window_start", "window_key")
 
 
@@ -290,14 +306,25 @@ def closing_batches(ts: np.ndarray, files: int, hop_ms: int) -> dict[int, int]:
     return {int(e): int(i) // per_file for e, i in zip(ends, first, strict=True) if i < len(ts)}
 
 
-def run_once(query: DataFrame, *, rows: int, closing: dict[int, int]) -> Run:
+def run_once(query: Any, *, rows: int, closing: dict[int, int]) -> Run:
+    """Run `query` (a frame, or a batch engine's `(frame, BatchWindow)`) over the input."""
     batch_done: dict[int, float] = {}
     emitted: dict[int, list[int]] = {}
     counts = {"out": 0, "dlq": 0}
+    window = None
+    if isinstance(query, tuple):
+        query, window = query
+        window.bind(tempfile.mkdtemp(prefix="sluice-bench-state-"))
+    seen = [0]  # input rows, for the batch engine (its two jobs each count the batch)
 
     def sink(batch: DataFrame, batch_id: int) -> None:
-        kinds = batch.columns[0] == "kind"
-        for row in batch.collect():
+        if window is not None:
+            found: list[Any] = [dict(zip(ENVELOPE_COLUMNS, r)) for r in window.run(batch, batch_id)]
+            seen[0] += window.last_input_rows
+        else:
+            found = batch.collect()
+        kinds = window is not None or batch.columns[0] == "kind"
+        for row in found:
             kind = row["kind"] if kinds else "out"
             if kind in counts:
                 counts[kind] += 1
@@ -312,7 +339,7 @@ def run_once(query: DataFrame, *, rows: int, closing: dict[int, int]) -> Run:
     try:
         while True:
             progress = handle.recentProgress
-            done = sum(p["numInputRows"] for p in progress)
+            done = seen[0] if window is not None else sum(p["numInputRows"] for p in progress)
             if handle.exception() is not None:
                 raise RuntimeError(str(handle.exception()))
             if not handle.isActive:  # a JVM Error (e.g. StackOverflowError) sets no exception
@@ -362,6 +389,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default="tumbling,hopping")
     parser.add_argument("--buckets", default="1,2", help="operator bucket counts to measure")
     parser.add_argument("--input", choices=("typed", "json"), default="typed")
+    parser.add_argument(
+        "--batch-engine",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure the batch window engine (spark.sluice.window.engine=batch)",
+    )
     args = parser.parse_args(argv)
 
     spark = local_session("sluice-window-bench")
@@ -381,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         for p in (int(b) for b in args.buckets.split(",")):
             name = "sluice" if p == 1 else f"sluice/P{p}"
             builders[name] = lambda w=workload, p=p, f=fmt: sluice_query(spark, directory, w, p, f)
+        if args.batch_engine:
+            builders["sluice/batch"] = lambda w=workload, f=fmt: sluice_query(
+                spark, directory, w, 1, f, engine="batch"
+            )
         results: dict[str, list[Run]] = {name: [] for name in builders}
         for build in builders.values():  # warm-up, discarded
             run_once(build(), rows=args.rows, closing=closing)

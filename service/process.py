@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from pipeline_stages._base import PipelineInvalid, Problem
 from pipeline_stages._engine.context import ConnectionInfo
-from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
+from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sinks.dispatch import SinkWriter, apply_sink, close_sink
 
 EXIT_OK = 0
@@ -256,7 +256,9 @@ def _run_query(
 
     checkpoint = tempfile.mkdtemp(prefix="sluice-process-")
     stream = (
-        compiled.envelopes.writeStream.foreachBatch(ForeachBatchSink(writer, processor=name))
+        compiled.envelopes.writeStream.foreachBatch(
+            compiled.foreach_batch(writer, processor=name, state_dir=f"{checkpoint}/window-state")
+        )
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime="0 seconds")
     )

@@ -218,13 +218,19 @@ class SparkEngine:
     def launch(self, request: RunRequest) -> SparkQueryHandle:
         """Compile the pipeline and start its query."""
         from pipeline_stages._engine.session import start_query
-        from pipeline_stages._engine.sink import ForeachBatchSink
 
         compiled, _ = self._compile(request.compile)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         writer = (
             compiled.envelopes.writeStream.queryName(f"sluice_{request.processor_id}")
-            .foreachBatch(ForeachBatchSink(request.writer, processor=request.compile.name))
+            .foreachBatch(
+                compiled.foreach_batch(
+                    request.writer,
+                    processor=request.compile.name,
+                    # The batch window engine's state: the driver's, so always local.
+                    state_dir=str(request.checkpoint_dir / "sluice-window-state"),
+                )
+            )
             .option("checkpointLocation", self.checkpoint_location(request))
             .trigger(processingTime=self._settings.trigger_interval)
         )

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pipeline_stages._engine.context import CompileContext, SourcePlan, WindowPlan
 from pipeline_stages._engine.envelope import envelope_from_frame, frame_from_envelope
 from pipeline_stages._engine.frame import StreamFrame
+from pipeline_stages._engine.sink import ForeachBatchSink
 from pipeline_stages._engine.window_config import WindowSource
 
 if TYPE_CHECKING:
@@ -42,6 +43,18 @@ class CompiledPipeline:
     runs_when_idle: bool
     sink: Any | None
     source_type: str
+    #: The batch window engine, when it runs the window: `envelopes` is then its input,
+    #: and the sink runs it per micro-batch (`ForeachBatchSink(window=...)`).
+    batch_window: Any | None = None
+
+    def foreach_batch(
+        self, writer: Any, *, processor: str, state_dir: str | None
+    ) -> ForeachBatchSink:
+        """The `foreachBatch` function writing this pipeline's micro-batches to `writer`;
+        a batch window engine keeps its state in `state_dir` (None: in memory)."""
+        if self.batch_window is not None:
+            self.batch_window.bind(state_dir)
+        return ForeachBatchSink(writer, processor=processor, window=self.batch_window)
 
 
 def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPipeline:
@@ -77,20 +90,27 @@ def compile_after_source(
     frame: StreamFrame = source_plan.frame
     sink: Any | None = None
     window: WindowPlan | None = None
+    batch_window: Any | None = None
     ctx.window_ahead = any(stage.key in WINDOW_KEYS for stage in rest)
-    for stage in rest:
+    for index, stage in enumerate(rest):
         module = REGISTRY[stage.key].module
         if stage.key in WINDOW_KEYS:
             ctx.window_ahead = False
         if stage.key in SINK_KEYS:
             sink = module.compile(stage.spec, ctx, stage.path)
+            from pipeline_stages._engine.sinks.targets import computed_names, prepare_frame
+
+            if batch_window is not None and computed_names(sink):
+                batch_window = None  # per-document targets are computed on the result frame
             # A sink target computed per document (`into.db` as an expression…) is evaluated
             # here, on the last frame, and travels to the writer in the row's metadata.
-            from pipeline_stages._engine.sinks.targets import prepare_frame
-
             frame = prepare_frame(sink, frame, ctx, stage.path, key=stage.key)
         elif stage.key in WINDOW_KEYS:
             window = module.compile(stage.spec, frame, ctx, stage.path)
+            # The batch engine's results exist in the driver only: it runs a window that
+            # only the sink follows.
+            only_sinks = all(later.key in SINK_KEYS for later in rest[index + 1 :])
+            batch_window = getattr(window, "batch", None) if only_sinks else None
             # A window that ran stages on its results hands them over as a frame.
             handed = getattr(window, "frame", None)
             frame = handed if handed is not None else frame_from_envelope(window.envelopes)
@@ -98,13 +118,14 @@ def compile_after_source(
             frame = module.compile(stage.spec, frame, ctx, stage.path)
     ctx.problems.raise_if_any()
     return CompiledPipeline(
-        envelopes=envelope_from_frame(frame),
+        envelopes=batch_window.compact if batch_window is not None else envelope_from_frame(frame),
         finite_total=source_plan.finite_total,
         has_window=window is not None,
         closes_on_clock=window.closes_on_clock if window is not None else False,
         runs_when_idle=window.runs_when_idle if window is not None else False,
         sink=sink,
         source_type=source_plan.source_type,
+        batch_window=batch_window,
     )
 
 

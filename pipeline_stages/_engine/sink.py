@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 
 from pipeline_stages._engine.envelope import KIND_DLQ
 from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
+from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -104,15 +105,25 @@ def output_key(row: Any, processor: str) -> str:
 class ForeachBatchSink:
     """The callable handed to `writeStream.foreachBatch`."""
 
-    def __init__(self, writer: BatchWriter, *, processor: str) -> None:
+    def __init__(self, writer: BatchWriter, *, processor: str, window: Any | None = None) -> None:
         self.writer = writer
         self.processor = processor
+        #: The batch window engine (`window_batch.BatchWindow`): the query's rows are its
+        #: input, and it makes the envelopes.
+        self.window = window
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Collect the batch, in emission order, and hand it to the writer."""
+        if self.window is not None:
+            found: list[Any] = [
+                dict(zip(ENVELOPE_COLUMNS, row, strict=True))
+                for row in self.window.run(df, batch_id)
+            ]
+        else:
+            found = df.collect()
         # Sorting in Python, not with orderBy: a global sort samples its input first, which
         # would read the source twice.
-        rows = sorted(df.collect(), key=lambda r: (r["seq"], r["part"], r["sub"]))
+        rows = sorted(found, key=lambda r: (r["seq"], r["part"], r["sub"]))
         now = datetime.now(tz=UTC)
         batch = BatchResult(batch_id=batch_id)
         for row in rows:

@@ -47,6 +47,7 @@ from pipeline_stages._engine.envelope import (
 )
 from pipeline_stages._engine.frame import DOC, EVENT_MS, PART, SEQ, SUB, StreamFrame
 from pipeline_stages._engine.window_args import compile_group, compile_partition
+from pipeline_stages._engine.window_batch import ENGINE_CONF, ENGINES, BatchWindow, ineligible
 from pipeline_stages._engine.window_blocking import is_simple
 from pipeline_stages._engine.window_inner import (
     InnerSplit,
@@ -69,6 +70,8 @@ class WindowResult(WindowPlan):
     """
 
     frame: StreamFrame | None = None
+    #: The batch engine, when it can run this window (`plan` decides whether it does).
+    batch: BatchWindow | None = None
 
 
 _WINDOW_META_MARKERS = ('"stream.window', '"stream"', "_stream_meta.window", '"$_stream_meta"')
@@ -195,8 +198,11 @@ def compile_window(
         "closes_on_clock": op_spec.idle_timeout_ms is not None or op_spec.processing_time,
         "runs_when_idle": op_spec.runs_when_idle,
     }
+    batch = _batch_window(
+        frame, op_spec, has_suffix=bool(split.suffix), engine=_engine(ctx, path, key)
+    )
     if not split.suffix:
-        return WindowResult(envelopes=envelopes, **clock)
+        return WindowResult(envelopes=envelopes, batch=batch, **clock)
     from pipeline_stages import REGISTRY
 
     after = frame_from_envelope(envelopes)
@@ -228,6 +234,20 @@ def _bucket(spec: C.OperatorSpec) -> Any:
 
 def _operator(frame: StreamFrame, spec: C.OperatorSpec) -> Any:
     """Ship the compact columns to the operator and run it."""
+    df, columns = _shipped(frame, spec)
+    compact = df.select(_bucket(spec).alias(C.BUCKET), *columns)
+    timeout = (
+        GroupStateTimeout.NoTimeout
+        if spec.source.test_clock
+        else GroupStateTimeout.ProcessingTimeTimeout
+    )
+    return compact.groupBy(C.BUCKET).applyInPandasWithState(
+        make_operator(spec), ENVELOPE_SCHEMA, STATE_SCHEMA, "append", timeout
+    )
+
+
+def _shipped(frame: StreamFrame, spec: C.OperatorSpec) -> tuple[Any, list[str]]:
+    """The frame and the names of the columns the operator (or the batch engine) reads."""
     inner = spec.inner
     columns = [PART, SEQ, SUB, C.DOC_SUB, EVENT_MS, C.FLAG, C.ORIG, C.FDOC, C.FMETA, C.REASON,
                C.OPERATOR]  # fmt: skip
@@ -246,13 +266,26 @@ def _operator(frame: StreamFrame, spec: C.OperatorSpec) -> Any:
     if inner.needs_doc:
         df = df.withColumn(C.DOCJ, F.when(F.col(C.FLAG) == C.FLAG_OK, F.to_json(F.col(DOC))))
         columns.append(C.DOCJ)
-    bucket = _bucket(spec)
-    compact = df.select(bucket.alias(C.BUCKET), *columns)
-    timeout = (
-        GroupStateTimeout.NoTimeout
-        if spec.source.test_clock
-        else GroupStateTimeout.ProcessingTimeTimeout
-    )
-    return compact.groupBy(C.BUCKET).applyInPandasWithState(
-        make_operator(spec), ENVELOPE_SCHEMA, STATE_SCHEMA, "append", timeout
-    )
+    return df, columns
+
+
+def _engine(ctx: Any, path: str, key: str) -> str:
+    """The window engine the Spark conf `spark.sluice.window.engine` asks for."""
+    engine = ctx.spark.conf.get(ENGINE_CONF, "operator") or "operator"
+    if engine not in ENGINES:
+        ctx.problems.error(
+            join_path(path, key),
+            ProblemCode.UNSUPPORTED_OPTION,
+            f"{ENGINE_CONF} is {engine!r}; it must be one of {', '.join(ENGINES)}",
+        )
+    return engine
+
+
+def _batch_window(
+    frame: StreamFrame, spec: C.OperatorSpec, *, has_suffix: bool, engine: str
+) -> BatchWindow | None:
+    """The batch engine for this window when asked for and able to run it."""
+    if engine != "batch" or ineligible(spec, has_suffix=has_suffix) is not None:
+        return None
+    df, columns = _shipped(frame, spec)
+    return BatchWindow(spec, df.select(*columns))

@@ -90,8 +90,7 @@ class FixedWindows:
         rows = np.flatnonzero(np.isin(seg.flag, C.ENTERED))
         if len(rows):
             self._entered(seg, rows, before)
-        adjusted_after = after - self.lateness
-        self._close_due(seg, adjusted_after)
+        self.close_due(seg, after - self.lateness)
 
     def _entered(
         self, seg: Segment, rows: npt.NDArray[np.int64], before: npt.NDArray[np.int64]
@@ -100,6 +99,20 @@ class FixedWindows:
         min_open = np.maximum.accumulate(
             np.maximum(self.oldest_start(adjusted), self.state.min_open)
         )
+        orders = self.clock.next_order + np.arange(len(rows), dtype=np.int64)
+        self.clock.next_order += len(rows)
+        self.enter(seg, rows, min_open, orders)
+
+    def enter(
+        self,
+        seg: Segment,
+        rows: npt.NDArray[np.int64],
+        min_open: npt.NDArray[np.int64],
+        orders: npt.NDArray[np.int64],
+    ) -> None:
+        """Admit entered `rows`, given the `minWindowStartTime` in force when each arrived
+        and its arrival order: late records, failures, and folds into the open windows
+        (also the batch engine's map side, `window_batch_map`, with partial windows)."""
         t = seg.ts[rows]
         starts, contains = self.grid(t)
         is_open = contains & (starts >= min_open[:, None])
@@ -115,10 +128,8 @@ class FixedWindows:
         self._failures(seg, rows, starts, assigned)
         ok = seg.flag[rows] == C.FLAG_OK
         item_rows, item_k = np.nonzero(assigned & ok[:, None])
-        orders = self.clock.next_order + item_rows
-        self.clock.next_order += len(rows)
         self.inner.admit(
-            self.state.windows, seg, rows[item_rows], starts[item_rows, item_k], orders
+            self.state.windows, seg, rows[item_rows], starts[item_rows, item_k], orders[item_rows]
         )
 
     def _late(
@@ -176,7 +187,9 @@ class FixedWindows:
                     window_start=start,
                 )  # fmt: skip
 
-    def _close_due(self, seg: Segment, adjusted_after: npt.NDArray[np.int64]) -> None:
+    def close_due(self, seg: Segment, adjusted_after: npt.NDArray[np.int64]) -> None:
+        """Close the windows the segment's last watermark passed, each attributed to the
+        position whose watermark closed it (`adjusted_after`: per position, minus lateness)."""
         limit = (
             int(adjusted_after[-1]) if len(adjusted_after) else self.clock.combined - self.lateness
         )

@@ -27,8 +27,9 @@ from pipeline_stages._base import PipelineInvalid, ProblemCollector
 from pipeline_stages._engine.context import CompileContext, SourcePlan
 from pipeline_stages._engine.ingest import ingest
 from pipeline_stages._engine.plan import compile_after_source
-from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
+from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sources import scripted
+from pipeline_stages._engine.window_batch import ENGINE_CONF
 from service.process import source_position
 from tests.conformance.harness import TranscriptMismatch
 
@@ -124,10 +125,13 @@ class SparkExecutor:
         self.meta = json.dumps({"type": source_type(pipeline[0]["$source"])})
         plan = SourcePlan(frame=frame, source_type=source_type(pipeline[0]["$source"]))
         compiled = compile_after_source(parsed, plan, ctx, test_clock=True, partitions=partitions)
+        self.compiled = compiled
         self.collector = Collector()
         self.query = (
             compiled.envelopes.writeStream.foreachBatch(
-                ForeachBatchSink(self.collector, processor="spark")
+                compiled.foreach_batch(
+                    self.collector, processor="spark", state_dir=f"{self.directory}/window-state"
+                )
             )
             .option("checkpointLocation", f"{self.directory}/checkpoint")
             .trigger(processingTime="0 seconds")
@@ -177,3 +181,21 @@ class SparkExecutor:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"batch {batches} not processed in {BATCH_TIMEOUT_S:g} s")
             time.sleep(0.02)
+
+
+class SparkBatchExecutor(SparkExecutor):
+    """The transcripts through the batch window engine (`window_batch`) instead of the
+    operator; only for pipelines it runs (it fails when the planner chose the operator)."""
+
+    name = "spark-batch"
+
+    def start(self, pipeline: list[dict[str, Any]], *, partitions: int = 1) -> None:
+        """Compile with `spark.sluice.window.engine=batch`, and check that it took."""
+        spark = spark_session()
+        spark.conf.set(ENGINE_CONF, "batch")
+        try:
+            super().start(pipeline, partitions=partitions)
+        finally:
+            spark.conf.unset(ENGINE_CONF)
+        if self.compiled.batch_window is None:
+            raise AssertionError("the planner ran this pipeline on the window operator")
