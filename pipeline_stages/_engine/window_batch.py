@@ -1,37 +1,34 @@
-"""The batch window engine: lateness decided first, documents folded where they are.
+"""The batch window engine: windows in the driver, documents folded where they are.
 
 An alternative to the window operator (`window_operator`, `applyInPandasWithState`) for the
 tumbling and hopping windows it can run exactly; chosen with the Spark conf
-`spark.sluice.window.engine=batch` (`window_compile`). It rests on one observation: a
-document's lateness depends only on the event times that arrived before it, so a
-micro-batch's lateness can be decided before its documents are read. Per micro-batch, inside
-the query's `foreachBatch` (`ForeachBatchSink`):
+`spark.sluice.window.engine=batch` (`window_compile`). Per micro-batch, inside the query's
+`foreachBatch` (`ForeachBatchSink`):
 
-1. job 1 collects the narrow columns (position, event time, flag) and the driver runs the
-   operator's clock over them (`Clock.running`): the watermark before and after every source
-   position, and so the `minWindowStartTime` in force when each arrived (`MinOpenSteps`);
-2. job 2 runs `window_batch_map` on every input partition, in parallel: late records and
-   in-window failures as DLQ envelopes, admitted documents folded into partial `$group`
-   states per (window, group key). A late document's DLQ copy (`to_json`) is only computed
-   for rows that may be late; the operator computes it for every document, because it only
-   learns lateness after the shuffle;
-3. the driver merges the partials into its open windows and closes, in start order, those
+1. one Spark job runs `window_batch_map` over the batch in one partition, handed the state's
+   clock: the watermark before every document in arrival order, late records and in-window
+   failures as DLQ envelopes, and the admitted documents folded into partial `$group` states
+   per (window, group key);
+2. the driver merges the partials into its open windows and closes, in start order, those
    the batch's last watermark passed, attributing each to the position that closed it.
 
 The windows' arithmetic, folds, merges and emission are the operator's own (`FixedWindows`,
-`InnerRuntime`), so the results are the operator's, whatever the batch size.
+`InnerRuntime`), so the results are the operator's, whatever the batch size. What it saves
+against the operator: the shuffle to the operator's bucket, and the state store (Spark
+writes the whole pickled state of a bucket each batch). What it does not do yet: aggregate
+on-time documents natively (see `benchmarks/window_cutoff_spike.py`); its folds run in Python
+on one core, as the operator's do.
 
-State (the clock and the open windows) lives in the driver and is saved per batch id, in
-the directory the query's sink is given (`bind`; the query's checkpoint by default): a batch
-starts from the state of the latest batch before it. Spark replays an unfinished batch with
-its id and data after a crash, so the replay recomputes the same outputs from the same state,
-and the sink is idempotent on batch id. Without a directory the state is kept in memory (no
-recovery).
+State (the clock and the open windows) lives in the driver and is saved per batch id in the
+directory its sink was given (`bind`): a batch starts from the state of the latest batch
+before it. Spark replays an unfinished batch with its id and data after a crash, so the
+replay recomputes the same outputs from the same state, and the sinks are idempotent on
+batch id. Without a directory the state is kept in memory (no recovery).
 
 What it runs (`ineligible`): `$tumblingWindow`/`$hoppingWindow` on event time whose inner
-pipeline starts with `$group` (any accumulators, stateless stages before it, blocking stages
-after it), from a source with one partition, with nothing but the sink after the window,
-and no wall-clock rule (`idleTimeout`, `partitionIdleTimeout`, processing time): state in the
+pipeline starts with `$group` (any accumulators; stateless stages before it, blocking stages
+after it), from a source with one partition, with nothing but the sink after the window, and
+no wall-clock rule (`idleTimeout`, `partitionIdleTimeout`, processing time): state in the
 driver has no Spark timeouts to wake it. Anything else runs on the operator.
 """
 
@@ -40,34 +37,22 @@ from __future__ import annotations
 import os
 import pickle
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from pipeline_stages._engine import window_config as C
-from pipeline_stages._engine.frame import EVENT_MS, PART, SEQ, SUB
-from pipeline_stages._engine.window_batch_map import (
-    BLOB_SCHEMA,
-    MinOpenSteps,
-    Partial,
-    map_partitions,
-)
+from pipeline_stages._engine.window_batch_map import BLOB_SCHEMA, Partial, map_batch
 from pipeline_stages._engine.window_clock import Clock
-from pipeline_stages._engine.window_emit import Emitter, Segment
+from pipeline_stages._engine.window_emit import Emitter
 from pipeline_stages._engine.window_fixed import FixedState, FixedWindows
-from pipeline_stages._engine.window_operator import sort_rows, stats_doc
+from pipeline_stages._engine.window_operator import stats_doc
 
 ENGINE_CONF = "spark.sluice.window.engine"
 ENGINES = ("operator", "batch")
 _STATE_VERSION = 1
 _STATE_SUFFIX = ".state"
-#: At most this many `WHEN`s decide which rows may be late (more steps are coarsened).
-_MAX_STEPS = 64
 
 
 def ineligible(spec: C.OperatorSpec, *, has_suffix: bool) -> str | None:
@@ -109,57 +94,26 @@ class BatchWindow:
         """The batch's envelope rows (`window_emit.ENVELOPE_COLUMNS`), state saved."""
         spec = self.spec
         clock, state = self._load(batch_id)
+        state = state if state is not None else FixedState()
+        now = int(time.time() * 1000)
+        # One partition: arrival order runs through the whole batch (the operator's single
+        # bucket sees the whole batch too).
+        mapper = map_batch(spec, clock, state.min_open, now)
+        found = batch.coalesce(1).mapInPandas(mapper, BLOB_SCHEMA).collect()
+        partial: Partial | None = pickle.loads(found[0]["blob"]) if found else None  # noqa: S301
+        if partial is not None:
+            clock = partial.clock
         out = Emitter(spec.source)
-        core = FixedWindows(spec, state if state is not None else FixedState(), clock, out)
-        narrow = batch.select(PART, SEQ, SUB, C.DOC_SUB, EVENT_MS, C.FLAG).toPandas()
-        narrow = narrow[narrow[C.FLAG].to_numpy() != C.FLAG_CLOCK]
-        self.last_input_rows = len(narrow)
-        if len(narrow):
-            now = int(time.time() * 1000)
-            seg = Segment.of(sort_rows([narrow.reset_index(drop=True)]), now)
-            clock.start(now, spec.source.partitions)
-            clock.last_input_ms = now
-            first = seg.pos_rows
-            counted = seg.flag[first] != C.FLAG_SOURCE_FAILED
-            before, after = clock.running(seg.part[first], seg.ts[first], counted, None)
-            lateness = spec.allowed_lateness_ms
-            min_open = np.maximum.accumulate(
-                np.maximum(core.oldest_start(before - lateness), core.state.min_open)
-            )
-            for partial in self._partials(batch, min_open_steps(seg.seq[first], min_open)):
-                merge_partial(core, partial, out)
-            core.close_due(seg, after - lateness)
-            clock.last_seq, clock.last_part = int(seg.seq[first[-1]]), int(seg.part[first[-1]])
+        core = FixedWindows(spec, state, clock, out)
+        self.last_input_rows = 0
+        if partial is not None:
+            self.last_input_rows = partial.rows
+            merge_partial(core, partial, out)
+            core.close_due(partial.steps.segment(), partial.steps.adjusted)
         blob = self._save(batch_id, clock, core.state)
-        starts = core.open_starts()
-        stats = stats_doc(0, clock, starts, len(blob), out)
+        stats = stats_doc(0, clock, core.open_starts(), len(blob), out)
         out.stats(stats, part=clock.last_part, seq=clock.last_seq)
         return out.rows
-
-    def _partials(self, batch: DataFrame, steps: MinOpenSteps) -> Iterator[Partial]:
-        """Job 2: every partition's partial, in arrival order."""
-        may_be_late = self._may_be_late(steps)
-        shipped = batch.withColumn(C.ORIG, F.when(may_be_late, F.col(C.ORIG)))
-        rows = shipped.mapInPandas(map_partitions(self.spec, steps), BLOB_SCHEMA).collect()
-        partials = [pickle.loads(row["blob"]) for row in rows]  # noqa: S301 - our own workers
-        yield from sorted(partials, key=lambda p: p.first_seq)
-
-    def _may_be_late(self, steps: MinOpenSteps) -> Column:
-        """True for every row that may miss a window (and needs its DLQ copy): its earliest
-        window starts before the `minWindowStartTime` in force. Above `_MAX_STEPS` steps,
-        ranges of steps use their largest value, which can only say "may" more often."""
-        geometry = self.spec.geometry
-        assert isinstance(geometry, C.FixedGeometry)  # noqa: S101 - `ineligible` checked
-        size, hop, offset = geometry.interval_ms, geometry.hop_ms, geometry.offset_ms
-        t = F.col(EVENT_MS)
-        oldest = F.greatest(t - size + hop - F.pmod(t - offset, F.lit(hop)), F.lit(0))
-        seqs, values = steps.seqs, steps.values
-        cuts = np.linspace(0, len(seqs), min(len(seqs), _MAX_STEPS) + 1).astype(int)
-        bounds = [(seqs[a], values[b - 1]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-        min_open: Column = F.lit(bounds[0][1])
-        for seq, value in bounds[1:]:
-            min_open = F.when(F.col(SEQ) >= seq, F.lit(value)).otherwise(min_open)
-        return oldest < min_open
 
     # ------------------------------------------------------------------ state
 
@@ -208,12 +162,6 @@ class BatchWindow:
 
 def _state_name(batch_id: int) -> str:
     return f"{batch_id:020d}{_STATE_SUFFIX}"
-
-
-def min_open_steps(seqs: npt.NDArray[np.int64], min_open: npt.NDArray[np.int64]) -> MinOpenSteps:
-    """The step function of per-position `min_open` (non-decreasing) over `seqs`."""
-    change = np.flatnonzero(np.r_[True, min_open[1:] != min_open[:-1]])
-    return MinOpenSteps(tuple(seqs[change].tolist()), tuple(min_open[change].tolist()))
 
 
 def merge_partial(core: FixedWindows, partial: Partial, out: Emitter) -> None:

@@ -1,14 +1,17 @@
-"""The batch window engine's map side: one Python call per input partition of a micro-batch.
+"""The batch window engine's map side: one Python call per micro-batch, where the rows are.
 
-The driver has already decided, per source position, the `minWindowStartTime` in force when
-each document arrived (`window_batch`). With it, lateness is known here, where the rows are,
-so each partition does what the operator does for its documents (`FixedWindows.enter`): late
-records and in-window failures become DLQ envelopes, and admitted documents fold into
-partial `$group` states per (window, group key) with the operator's own vectorised folds.
-Only those partials and envelopes go to the driver, as one pickled blob per partition.
+The driver hands over its state's clock and `minWindowStartTime`; the call does what the
+window operator does for a segment of input, short of closing windows: it runs the clock over
+the batch in arrival order (`Clock.running`: the watermark before and after every source
+position), and admits the documents with `FixedWindows.enter` into *partial* windows: late
+records and in-window failures become DLQ envelopes, admitted documents fold into partial
+`$group` states per (window, group key) with the operator's own vectorised folds. It hands
+the driver those partials, the envelopes, the advanced clock, and where the watermark crossed
+window ends (`CloseSteps`), pickled in one blob. The driver merges and closes
+(`window_batch`).
 
 Arrival orders are `seq << ORDER_BITS` plus the row's rank within its source position, so
-partials of different partitions and micro-batches merge in arrival order
+partials merge into the driver's windows in arrival order across micro-batches
 (`GroupRuntime.merge_into` keeps the earliest order).
 """
 
@@ -35,28 +38,37 @@ BLOB_SCHEMA = "blob BINARY"
 
 
 @dataclass(frozen=True)
-class MinOpenSteps:
-    """`minWindowStartTime` per source position as a step function of `seq`: from
-    `seqs[i]` on (until the next step) it is `values[i]`. Single-partition sources only."""
+class CloseSteps:
+    """The batch's watermark minus allowedLateness (`adjusted`) at the positions where it
+    entered a new hop cell, and at the last position: enough to attribute every window the
+    batch closes to the position that closed it (`FixedWindows.close_due`), as the operator
+    does with every position. Ends lie on cell boundaries, so the first position whose
+    `adjusted` reaches an end always starts a cell."""
 
-    seqs: tuple[int, ...]
-    values: tuple[int, ...]
+    seqs: npt.NDArray[np.int64]
+    parts: npt.NDArray[np.int64]
+    adjusted: npt.NDArray[np.int64]
 
-    def at(self, seq: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """The value in force at each of `seq`."""
-        index = np.searchsorted(np.asarray(self.seqs, dtype=np.int64), seq, side="right") - 1
-        return np.asarray(self.values, dtype=np.int64)[np.maximum(index, 0)]
+    def segment(self) -> Segment:
+        """A segment of just these positions, for `close_due`."""
+        df = pd.DataFrame({"part": self.parts, "seq": self.seqs})
+        df[C.FLAG] = np.int8(C.FLAG_TICK)
+        df["sub"] = np.int64(0)
+        df["event_ms"] = np.int64(0)
+        return Segment.of(df, 0)
 
 
 @dataclass(frozen=True)
 class Partial:
-    """What one partition hands the driver (unpickled from its blob)."""
+    """What the map side hands the driver (unpickled from its blob)."""
 
-    first_seq: int
-    #: Open windows the partition's documents entered: start -> partial content.
+    clock: Clock
+    #: Open windows the batch's documents entered: start -> partial content.
     windows: dict[int, Any]
     #: DLQ envelope rows (`window_emit.ENVELOPE_COLUMNS`).
     envelopes: list[tuple[Any, ...]]
+    steps: CloseSteps
+    rows: int
 
 
 def arrival_orders(seg: Segment) -> npt.NDArray[np.int64]:
@@ -67,33 +79,56 @@ def arrival_orders(seg: Segment) -> npt.NDArray[np.int64]:
     return (seg.seq << ORDER_BITS) + rank
 
 
+def close_steps(
+    seg: Segment, adjusted: npt.NDArray[np.int64], geometry: C.FixedGeometry
+) -> CloseSteps:
+    """`CloseSteps` of a segment's per-position `adjusted` watermark."""
+    base = geometry.offset_ms + geometry.interval_ms  # window ends are base + k * hop
+    cell = np.floor_divide(adjusted - base, geometry.hop_ms)
+    keep = np.r_[True, cell[1:] != cell[:-1]]
+    keep[-1] = True
+    rows = seg.pos_rows[keep]
+    return CloseSteps(seg.seq[rows], seg.part[rows], adjusted[keep])
+
+
 def partial_of(
-    frames: list[pd.DataFrame], spec: C.OperatorSpec, steps: MinOpenSteps
+    frames: list[pd.DataFrame], spec: C.OperatorSpec, clock: Clock, min_open: int, now: int
 ) -> Partial | None:
-    """Late records, failures and folded partials of one partition's rows (any order; None
-    when only test-clock rows came, which carry no document)."""
+    """The batch's partial (None when only test-clock rows came, which carry no document).
+
+    Mirrors `window_operator.run_segment` and `FixedWindows.segment` up to closing."""
     df = sort_rows(frames)
     df = df[df[C.FLAG].to_numpy() != C.FLAG_CLOCK].reset_index(drop=True)
     if not len(df):
         return None
-    seg = Segment.of(df, 0)
+    seg = Segment.of(df, now)
     out = Emitter(spec.source)
-    core = FixedWindows(spec, FixedState(), Clock(), out)
+    core = FixedWindows(spec, FixedState(min_open=min_open), clock, out)
+    clock.start(now, spec.source.partitions)
+    clock.last_input_ms = now
+    first = seg.pos_rows
+    counted = seg.flag[first] != C.FLAG_SOURCE_FAILED
+    before, after = clock.running(seg.part[first], seg.ts[first], counted, None)
     seg.emit_failed_before(out)
     rows = np.flatnonzero(np.isin(seg.flag, C.ENTERED))
     if len(rows):
-        core.enter(seg, rows, steps.at(seg.seq[rows]), arrival_orders(seg)[rows])
-    return Partial(int(seg.seq[0]), core.state.windows, out.rows)
+        adjusted = before[seg.pos[rows]] - spec.allowed_lateness_ms
+        min_opens = np.maximum.accumulate(np.maximum(core.oldest_start(adjusted), min_open))
+        core.enter(seg, rows, min_opens, arrival_orders(seg)[rows])
+    clock.last_seq, clock.last_part = int(seg.seq[first[-1]]), int(seg.part[first[-1]])
+    assert isinstance(spec.geometry, C.FixedGeometry)  # noqa: S101 - `ineligible` checked
+    steps = close_steps(seg, after - spec.allowed_lateness_ms, spec.geometry)
+    return Partial(clock, core.state.windows, out.rows, steps, len(seg))
 
 
-def map_partitions(
-    spec: C.OperatorSpec, steps: MinOpenSteps
+def map_batch(
+    spec: C.OperatorSpec, clock: Clock, min_open: int, now: int
 ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The function for `mapInPandas` (output schema `BLOB_SCHEMA`)."""
+    """The function for `mapInPandas` over the batch in one partition (`BLOB_SCHEMA`)."""
 
     def run(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         frames = [chunk for chunk in chunks if len(chunk)]
-        partial = partial_of(frames, spec, steps) if frames else None
+        partial = partial_of(frames, spec, clock, min_open, now) if frames else None
         if partial is not None:
             yield pd.DataFrame({"blob": [pickle.dumps(partial, protocol=pickle.HIGHEST_PROTOCOL)]})
 
