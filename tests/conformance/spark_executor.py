@@ -96,6 +96,8 @@ class SparkExecutor:
     """Runs a transcript's pipeline on Spark; see the module docstring."""
 
     name = "spark"
+    #: Wraps the batch window engine of the sink (tests that replay its batches).
+    window_wrapper: Any = None
 
     def start(self, pipeline: list[dict[str, Any]], *, partitions: int = 1) -> None:
         """Compile the pipeline on a scripted source and start its query."""
@@ -127,23 +129,33 @@ class SparkExecutor:
         compiled = compile_after_source(parsed, plan, ctx, test_clock=True, partitions=partitions)
         self.compiled = compiled
         self.collector = Collector()
-        self.query = (
-            compiled.envelopes.writeStream.foreachBatch(
-                compiled.foreach_batch(
-                    self.collector, processor="spark", state_dir=f"{self.directory}/window-state"
-                )
-            )
-            .option("checkpointLocation", f"{self.directory}/checkpoint")
-            .trigger(processingTime="0 seconds")
-            .start()
-        )
-        _ACTIVE.append((self.query, self.directory))
+        self._start_query()
         self.now_ms = 0
         self.seq = 0
         self.batches = 0
         self.pending: list[list[Any]] = [self._clock()]
         for doc in spec.documents or []:
             self.feed([doc])
+
+    def _start_query(self) -> None:
+        sink = self.compiled.foreach_batch(
+            self.collector, processor="spark", state_dir=f"{self.directory}/window-state"
+        )
+        if sink.window is not None and self.window_wrapper is not None:
+            sink.window = self.window_wrapper(sink.window)
+        self.query = (
+            self.compiled.envelopes.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", f"{self.directory}/checkpoint")
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+        _ACTIVE.append((self.query, self.directory))
+
+    def restart(self) -> None:
+        """Stop the query after the micro-batches drained so far and start it again on the
+        same checkpoint (and window state): what a processor restart does."""
+        self.query.stop()
+        self._start_query()
 
     def _clock(self) -> list[Any]:
         self.seq += 1

@@ -1,0 +1,160 @@
+"""The batch window engine (`spark.sluice.window.engine=batch`) on real Spark.
+
+Its results must be the operator's: the same seeded streams as `test_window_operator.py`,
+micro-batches of 1, 10 and 1000 documents, against the reference model and the operator
+itself. Its state lives in the driver, saved per batch id: a replayed batch (Spark replays
+the last batch after a crash, with the same id) must produce the same envelopes, and a
+restarted query must continue where the stopped one left off. The planner runs it only on
+the windows it can run exactly, and the operator everywhere else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline_stages._base import PipelineInvalid
+from pipeline_stages._engine.window_batch import ENGINE_CONF
+from tests.conformance.reference_model import ReferenceExecutor
+from tests.conformance.spark_executor import (
+    SparkBatchExecutor,
+    SparkExecutor,
+    spark_session,
+    stop_active,
+)
+from tests.integration.test_window_operator import GROUP, canonical, pipeline, run, stream, windows
+
+pytestmark = pytest.mark.spark
+
+LATE = "Input document arrived late."
+
+
+def batch_windows() -> dict[str, dict[str, Any]]:
+    """The tumbling and hopping stages of `test_window_operator`, without `idleTimeout`
+    (a wall-clock rule: the batch engine does not run those)."""
+    found = {}
+    for kind in ("tumbling", "hopping"):
+        ((key, body),) = windows([GROUP])[kind].items()
+        found[kind] = {key: {k: v for k, v in body.items() if k != "idleTimeout"}}
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_queries() -> Any:
+    yield
+    stop_active()
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "hopping"])
+def test_batch_engine_gives_the_operators_results_at_every_batch_size(kind: str) -> None:
+    stages = pipeline(batch_windows()[kind])
+    steps = stream(seed=7)
+    reference = run(ReferenceExecutor(), stages, steps, batch=1)
+    operator = run(SparkExecutor(), stages, steps, batch=1000)
+    runs = {size: run(SparkBatchExecutor(), stages, steps, batch=size) for size in (1, 10, 1000)}
+    for size, (emitted, dlq) in runs.items():
+        assert canonical(emitted) == canonical(reference[0]), f"batch size {size}"
+        assert canonical(dlq) == canonical(reference[1]), f"batch size {size}"
+    # The same documents in the same order as the operator, whatever the micro-batch size.
+    assert runs[1] == runs[10] == runs[1000] == operator
+    assert any(r["errInfo"]["reason"] == LATE for r in operator[1])
+    assert any("GroupOperator with error" in r["errInfo"]["reason"] for r in operator[1])
+
+
+class ReplayingWindow:
+    """Runs every micro-batch twice under its batch id, as Spark's replay after a crash
+    that followed the state save would, and checks that both runs agree."""
+
+    def __init__(self, window: Any) -> None:
+        self.window = window
+        self.replays = 0
+
+    def run(self, batch: Any, batch_id: int) -> list[tuple[Any, ...]]:
+        first = self.window.run(batch, batch_id)
+        again = self.window.run(batch, batch_id)
+        assert again == first, f"batch {batch_id} replayed differently"
+        self.replays += 1
+        return first
+
+
+def test_a_replayed_batch_gives_the_same_envelopes_and_state() -> None:
+    stages = pipeline(batch_windows()["hopping"])
+    steps = stream(seed=7)
+    expected = run(SparkBatchExecutor(), stages, steps, batch=3)
+    wrappers: list[ReplayingWindow] = []
+
+    def wrap(window: Any) -> ReplayingWindow:
+        wrappers.append(ReplayingWindow(window))
+        return wrappers[-1]
+
+    executor = SparkBatchExecutor()
+    executor.window_wrapper = wrap
+    assert run(executor, stages, steps, batch=3) == expected
+    assert wrappers[0].replays >= 5  # every micro-batch with documents was replayed
+
+
+def test_a_restarted_query_continues_from_the_saved_state() -> None:
+    stages = pipeline(batch_windows()["tumbling"])
+    steps = [s for s in stream(seed=7) if not isinstance(s, int)]
+    expected = run(SparkBatchExecutor(), stages, steps, batch=4)
+    executor = SparkBatchExecutor()
+    executor.start(stages)
+    emitted: list[Any] = []
+    dlq: list[Any] = []
+    for n, step in enumerate(steps, start=1):
+        executor.feed([step])
+        if n % 4 == 0:
+            out, dead = executor.drain()
+            emitted += out
+            dlq += dead
+        if n == 8:
+            executor.restart()
+    out, dead = executor.drain()
+    emitted += out
+    dlq += dead
+    volatile = ("_id", "dlqTime", "processorName")
+    dlq = [{k: v for k, v in r.items() if k not in volatile} for r in dlq]
+    assert (emitted, dlq) == expected
+    saved = sorted(p.name for p in Path(executor.directory, "window-state").iterdir())
+    assert len(saved) == 2  # the latest batch's state and the one before it
+
+
+@pytest.mark.parametrize(
+    ("name", "stage", "runs"),
+    [
+        ("tumbling $group", batch_windows()["tumbling"], True),
+        ("hopping $group", batch_windows()["hopping"], True),
+        ("idleTimeout", windows([GROUP])["tumbling"], False),
+        ("session", windows([GROUP])["session"], False),
+        ("pass-through", windows([{"$addFields": {"x": 1}}])["tumbling"], False),
+    ],
+)
+def test_the_planner_runs_the_batch_engine_only_where_it_is_exact(
+    name: str, stage: dict[str, Any], runs: bool
+) -> None:
+    spark = spark_session()
+    spark.conf.set(ENGINE_CONF, "batch")
+    executor = SparkExecutor()
+    try:
+        executor.start(pipeline(stage))
+    finally:
+        spark.conf.unset(ENGINE_CONF)
+        stop_active()
+    assert (executor.compiled.batch_window is not None) is runs, name
+
+
+def test_an_unknown_engine_is_a_compile_problem_naming_the_window() -> None:
+    spark = spark_session()
+    spark.conf.set(ENGINE_CONF, "fast")
+    try:
+        with pytest.raises(PipelineInvalid) as raised:
+            SparkExecutor().start(pipeline(batch_windows()["tumbling"]))
+    finally:
+        spark.conf.unset(ENGINE_CONF)
+        stop_active()
+    assert any(
+        p.path == "/pipeline/1/$tumblingWindow" and "'fast'" in p.message
+        for p in raised.value.problems
+    )
