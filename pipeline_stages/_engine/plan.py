@@ -13,15 +13,20 @@ Compile problems (unknown operators in expressions, connection mismatches…) ar
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
+from pipeline_stages._base import ProblemCollector
 from pipeline_stages._engine.context import CompileContext, SourcePlan, WindowPlan
 from pipeline_stages._engine.envelope import envelope_from_frame, frame_from_envelope
 from pipeline_stages._engine.frame import StreamFrame
 from pipeline_stages._engine.sink import ForeachBatchSink
+from pipeline_stages._engine.sinks.plans import computed_names
+from pipeline_stages._engine.sinks.targets import prepare_frame
 from pipeline_stages._engine.window_config import WindowSource
 
 if TYPE_CHECKING:
@@ -44,7 +49,8 @@ class CompiledPipeline:
     sink: Any | None
     source_type: str
     #: The batch window engine, when it runs the window: `envelopes` is then its input,
-    #: and the sink runs it per micro-batch (`ForeachBatchSink(window=...)`).
+    #: and the sink runs it (and the stages after it) per micro-batch
+    #: (`ForeachBatchSink(window=...)`).
     batch_window: Any | None = None
 
     def foreach_batch(
@@ -98,19 +104,14 @@ def compile_after_source(
             ctx.window_ahead = False
         if stage.key in SINK_KEYS:
             sink = module.compile(stage.spec, ctx, stage.path)
-            from pipeline_stages._engine.sinks.targets import computed_names, prepare_frame
-
-            if batch_window is not None and computed_names(sink):
-                batch_window = None  # per-document targets are computed on the result frame
             # A sink target computed per document (`into.db` as an expression…) is evaluated
             # here, on the last frame, and travels to the writer in the row's metadata.
             frame = prepare_frame(sink, frame, ctx, stage.path, key=stage.key)
         elif stage.key in WINDOW_KEYS:
             window = module.compile(stage.spec, frame, ctx, stage.path)
-            # The batch engine's results exist in the driver only: it runs a window that
-            # only the sink follows.
-            only_sinks = all(later.key in SINK_KEYS for later in rest[index + 1 :])
-            batch_window = getattr(window, "batch", None) if only_sinks else None
+            batch_window = getattr(window, "batch", None)
+            if batch_window is not None:
+                batch_window.after = _after_window(batch_window.suffix, rest[index + 1 :], ctx)
             # A window that ran stages on its results hands them over as a frame.
             handed = getattr(window, "frame", None)
             frame = handed if handed is not None else frame_from_envelope(window.envelopes)
@@ -127,6 +128,44 @@ def compile_after_source(
         source_type=source_plan.source_type,
         batch_window=batch_window,
     )
+
+
+def _after_window(
+    suffix: tuple[Any, ...], later: list[Any], ctx: CompileContext
+) -> Callable[[DataFrame], DataFrame] | None:
+    """What the batch window engine runs on each batch's window envelopes (None: nothing).
+
+    The window's inner stages after its `$group`, the stages after the window and the sink's
+    computed targets, compiled again on every batch's frame: the engine's results only exist
+    in the driver. The streaming compile already reported their problems, so each batch
+    compiles with a collector of its own."""
+    from pipeline_stages import REGISTRY
+
+    def local_ctx() -> CompileContext:
+        local = copy.copy(ctx)
+        local.problems = ProblemCollector()
+        return local
+
+    def computes_targets(stage: Any) -> bool:
+        plan = REGISTRY[stage.key].module.compile(stage.spec, local_ctx(), stage.path)
+        return bool(computed_names(plan))
+
+    if not suffix and all(s.key in SINK_KEYS and not computes_targets(s) for s in later):
+        return None
+
+    def apply(envelopes: DataFrame) -> DataFrame:
+        local = local_ctx()
+        frame = frame_from_envelope(envelopes)
+        for stage in [*suffix, *later]:
+            module = REGISTRY[stage.key].module
+            if stage.key in SINK_KEYS:
+                sink = module.compile(stage.spec, local, stage.path)
+                frame = prepare_frame(sink, frame, local, stage.path, key=stage.key)
+            else:
+                frame = module.compile(stage.spec, frame, local, stage.path)
+        return envelope_from_frame(frame)
+
+    return apply
 
 
 def _bound_state_partitions(ctx: CompileContext) -> None:

@@ -18,7 +18,6 @@ from pyspark.sql import DataFrame
 
 from pipeline_stages._engine.envelope import KIND_DLQ
 from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
-from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -114,13 +113,7 @@ class ForeachBatchSink:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Collect the batch, in emission order, and hand it to the writer."""
-        if self.window is not None:
-            found: list[Any] = [
-                dict(zip(ENVELOPE_COLUMNS, row, strict=True))
-                for row in self.window.run(df, batch_id)
-            ]
-        else:
-            found = df.collect()
+        found = self.window.envelopes(df, batch_id) if self.window is not None else df.collect()
         # Sorting in Python, not with orderBy: a global sort samples its input first, which
         # would read the source twice.
         rows = sorted(found, key=lambda r: (r["seq"], r["part"], r["sub"]))

@@ -26,10 +26,11 @@ replay recomputes the same outputs from the same state, and the sinks are idempo
 batch id. Without a directory the state is kept in memory (no recovery).
 
 What it runs (`ineligible`): `$tumblingWindow`/`$hoppingWindow` on event time whose inner
-pipeline starts with `$group` (any accumulators; stateless stages before it, blocking stages
-after it), from a source with one partition, with nothing but the sink after the window, and
-no wall-clock rule (`idleTimeout`, `partitionIdleTimeout`, processing time): state in the
-driver has no Spark timeouts to wake it. Anything else runs on the operator.
+pipeline starts with `$group` (any accumulators; stateless stages before it, any stages after
+it), from a source with one partition, and no wall-clock rule (`idleTimeout`, `partitionIdleTimeout`, processing time): state in the
+driver has no Spark timeouts to wake it. Anything else runs on the operator. Stages after
+the window's `$group` (inside the window or after it) run per micro-batch on its results
+(`after`, one small Spark job), compiled again on that batch's frame.
 """
 
 from __future__ import annotations
@@ -37,15 +38,17 @@ from __future__ import annotations
 import os
 import pickle
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
 
 from pipeline_stages._engine import window_config as C
+from pipeline_stages._engine.envelope import ENVELOPE_SCHEMA
 from pipeline_stages._engine.window_batch_map import BLOB_SCHEMA, Partial, map_batch
 from pipeline_stages._engine.window_clock import Clock
-from pipeline_stages._engine.window_emit import Emitter
+from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS, Emitter
 from pipeline_stages._engine.window_fixed import FixedState, FixedWindows
 from pipeline_stages._engine.window_operator import stats_doc
 
@@ -55,7 +58,7 @@ _STATE_VERSION = 1
 _STATE_SUFFIX = ".state"
 
 
-def ineligible(spec: C.OperatorSpec, *, has_suffix: bool) -> str | None:
+def ineligible(spec: C.OperatorSpec) -> str | None:
     """Why the batch engine cannot run this window (None: it can; see the module doc)."""
     if spec.kind != "fixed":
         return "only $tumblingWindow and $hoppingWindow"
@@ -63,8 +66,8 @@ def ineligible(spec: C.OperatorSpec, *, has_suffix: bool) -> str | None:
         return "windows closing on the wall clock (processingTime, idleTimeout)"
     if spec.source.partition_idle_timeout_ms is not None or spec.source.partitions != 1:
         return "sources with more than one partition"
-    if spec.inner.group is None or spec.inner.exploded or has_suffix:
-        return "inner pipelines that do not start with $group, or read the window in it"
+    if spec.inner.group is None or spec.inner.exploded:
+        return "inner pipelines that do not start with $group, or read the window before it"
     if spec.bucket_count != 1:
         return "spark.sluice.window.buckets > 1"
     return None
@@ -73,10 +76,15 @@ def ineligible(spec: C.OperatorSpec, *, has_suffix: bool) -> str | None:
 class BatchWindow:
     """The engine for one query (see the module docstring); `run` is called per batch."""
 
-    def __init__(self, spec: C.OperatorSpec, compact: DataFrame) -> None:
+    def __init__(self, spec: C.OperatorSpec, compact: DataFrame, suffix: tuple[Any, ...]) -> None:
         self.spec = spec
         #: The streaming frame the query runs: the operator's input columns.
         self.compact = compact
+        #: The inner stages after the first blocking one(s) (`window_inner.InnerStage`).
+        self.suffix = suffix
+        #: The stages after the window (inner suffix, outer stages, the sink's computed
+        #: targets) as a function of the window's envelopes, compiled per batch (`plan`).
+        self.after: Callable[[DataFrame], DataFrame] | None = None
         self.state_dir: Path | None = None
         self._memory: dict[int, bytes] = {}
         #: Rows of the latest micro-batch (what the query's progress counts once per job).
@@ -89,6 +97,15 @@ class BatchWindow:
             self.state_dir.mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------ one micro-batch
+
+    def envelopes(self, batch: DataFrame, batch_id: int) -> list[Any]:
+        """The batch's envelopes as the sink reads them (`dict`s or `Row`s): the window's,
+        through the stages after it when there are any."""
+        rows = self.run(batch, batch_id)
+        if self.after is None:
+            return [dict(zip(ENVELOPE_COLUMNS, row, strict=True)) for row in rows]
+        frame = batch.sparkSession.createDataFrame(rows, ENVELOPE_SCHEMA)
+        return self.after(frame).collect()
 
     def run(self, batch: DataFrame, batch_id: int) -> list[tuple[Any, ...]]:
         """The batch's envelope rows (`window_emit.ENVELOPE_COLUMNS`), state saved."""

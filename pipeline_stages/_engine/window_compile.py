@@ -198,9 +198,7 @@ def compile_window(
         "closes_on_clock": op_spec.idle_timeout_ms is not None or op_spec.processing_time,
         "runs_when_idle": op_spec.runs_when_idle,
     }
-    batch = _batch_window(
-        frame, op_spec, has_suffix=bool(split.suffix), engine=_engine(ctx, path, key)
-    )
+    batch = _batch_window(frame, op_spec, tuple(split.suffix), _engine(ctx, path, key))
     if not split.suffix:
         return WindowResult(envelopes=envelopes, batch=batch, **clock)
     from pipeline_stages import REGISTRY
@@ -208,7 +206,7 @@ def compile_window(
     after = frame_from_envelope(envelopes)
     for stage in split.suffix:
         after = REGISTRY[stage.key].module.compile(stage.spec, after, ctx, stage.path)
-    return WindowResult(envelopes=envelope_from_frame(after), frame=after, **clock)
+    return WindowResult(envelopes=envelope_from_frame(after), frame=after, batch=batch, **clock)
 
 
 def _bucket(spec: C.OperatorSpec) -> Any:
@@ -282,10 +280,10 @@ def _engine(ctx: Any, path: str, key: str) -> str:
 
 
 def _batch_window(
-    frame: StreamFrame, spec: C.OperatorSpec, *, has_suffix: bool, engine: str
+    frame: StreamFrame, spec: C.OperatorSpec, suffix: tuple[InnerStage, ...], engine: str
 ) -> BatchWindow | None:
     """The batch engine for this window when asked for and able to run it."""
-    if engine != "batch" or ineligible(spec, has_suffix=has_suffix) is not None:
+    if engine != "batch" or ineligible(spec) is not None:
         return None
     df, columns = _shipped(frame, spec)
-    return BatchWindow(spec, df.select(*columns))
+    return BatchWindow(spec, df.select(*columns), suffix)

@@ -49,15 +49,11 @@ def runs_on_batch_engine(transcript: Transcript) -> bool:
         return False
     at = fixed[0]
     body = stages[at][keys[at]]
-    if any(key not in ("$emit", "$merge") for key in keys[at + 1 :]):
-        return False
     if "idleTimeout" in body or body.get("boundary") == "processingTime":
         return False
     inner = [next(iter(stage)) for stage in body["pipeline"]]
     first = next((i for i, key in enumerate(inner) if key in _BLOCKING), None)
     if first is None or inner[first] not in ("$group", "$count"):
-        return False
-    if any(key not in _BLOCKING for key in inner[first + 1 :]):
         return False
     return "stream.window" not in json.dumps(body["pipeline"][: first + 1])
 

@@ -105,6 +105,8 @@ class Deployment:
     root: Path
     broker: KafkaBroker
     topic: str
+    #: `spark.sluice.window.engine` of the service ("operator" is the default).
+    engine: str = "operator"
     log: list[str] = field(default_factory=list)
     service: ServiceProcess | None = None
     ids: dict[str, str] = field(default_factory=dict)
@@ -128,7 +130,8 @@ class Deployment:
 
     def start_service(self) -> ServiceProcess:
         began = time.monotonic()
-        self.service = ServiceProcess(self.data_dir).start(timeout=START_TIMEOUT)
+        engine = {"SLUICE_SPARK_CONF_spark__sluice__window__engine": self.engine}
+        self.service = ServiceProcess(self.data_dir, extra_env=engine).start(timeout=START_TIMEOUT)
         self.note(f"service {self.service.proc.pid} ready in {time.monotonic() - began:.0f} s")  # type: ignore[union-attr]
         return self.service
 
@@ -498,9 +501,12 @@ def check_same(crashed: S.Results, reference: S.Results, context: str) -> None:
 # --------------------------------------------------------------------------- the test
 
 
+@pytest.mark.parametrize("engine", ["operator", "batch"])
 def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
-    kafka_broker: KafkaBroker, tmp_path: Path, deployments: list[Deployment]
+    kafka_broker: KafkaBroker, tmp_path: Path, deployments: list[Deployment], engine: str
 ) -> None:
+    """Under both window engines: the batch engine (`window_batch`) keeps its state in the
+    driver, saved per batch id beside the checkpoint, instead of Spark's state store."""
     began = time.monotonic()
     data, topic = make_input(kafka_broker)
     for records in (data.kafka, data.http):
@@ -510,20 +516,23 @@ def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
         assert len(model.late) >= 3 and len(model.failed) >= 3 and len(model.not_json) >= 2
         assert len(model.windows) >= 40
 
-    reference_deployment = Deployment(tmp_path / "reference", kafka_broker, topic)
+    reference_deployment = Deployment(tmp_path / "reference", kafka_broker, topic, engine)
     deployments.append(reference_deployment)
     reference = run_uninterrupted(reference_deployment, data)
     check_against_model(reference, data)
     reference_seconds = time.monotonic() - began
 
     rng = random.Random(SEED)
-    crash_deployment = Deployment(tmp_path / "crashed", kafka_broker, topic)
+    crash_deployment = Deployment(tmp_path / "crashed", kafka_broker, topic, engine)
     deployments.append(crash_deployment)
     crashed = run_with_kills(crash_deployment, data, rng)
     context = f"seed {SEED}; schedule {crash_deployment.log}"
     check_same(crashed, reference, context)
     check_against_model(crashed, data)
     assert not crashed.temp_files or all(n.endswith(".tmp") for n in crashed.temp_files)
+    # The batch engine ran (its state files), for the HTTP window (one partition) at least.
+    states = list(crash_deployment.data_dir.rglob("sluice-window-state/*.state"))
+    assert bool(states) == (engine == "batch"), states
     print(
         f"reference run {reference_seconds:.0f} s, crash run "
         f"{time.monotonic() - began - reference_seconds:.0f} s, seed {SEED}",

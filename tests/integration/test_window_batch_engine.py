@@ -41,6 +41,12 @@ def batch_windows() -> dict[str, dict[str, Any]]:
     return found
 
 
+def batch_windows_with(*after: dict[str, Any]) -> dict[str, Any]:
+    """The tumbling stage of `batch_windows` with stateless stages after its `$group`."""
+    ((key, body),) = batch_windows()["tumbling"].items()
+    return {key: {**body, "pipeline": [*body["pipeline"], *after]}}
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _stop_queries() -> Any:
     yield
@@ -129,6 +135,7 @@ def test_a_restarted_query_continues_from_the_saved_state() -> None:
         ("idleTimeout", windows([GROUP])["tumbling"], False),
         ("session", windows([GROUP])["session"], False),
         ("pass-through", windows([{"$addFields": {"x": 1}}])["tumbling"], False),
+        ("stages after $group", batch_windows_with({"$set": {"x": 1}}), True),
     ],
 )
 def test_the_planner_runs_the_batch_engine_only_where_it_is_exact(
