@@ -36,7 +36,7 @@ from pipeline_stages import parse_pipeline  # noqa: E402
 from pipeline_stages._base import ProblemCollector  # noqa: E402
 from pipeline_stages._engine.context import CompileContext, ConnectionInfo  # noqa: E402
 from pipeline_stages._engine.plan import compile_pipeline  # noqa: E402
-from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink  # noqa: E402
+from pipeline_stages._engine.sink import BatchResult  # noqa: E402
 from pipeline_stages._engine.sinks.dispatch import SinkWriter, apply_sink  # noqa: E402
 from pipeline_stages._engine.sources import register_all  # noqa: E402
 from service.sink_resources import ClusterClients, StoreSinkResources, build_run_sink  # noqa: E402
@@ -133,7 +133,9 @@ def start_query(spark: Any, pipeline: list[Any], bootstrap: str | None, sink: Si
     )
     compiled = compile_pipeline(parse_pipeline(pipeline), ctx)
     return (
-        compiled.envelopes.writeStream.foreachBatch(ForeachBatchSink(sink, processor="bench"))
+        compiled.envelopes.writeStream.foreachBatch(
+            compiled.foreach_batch(sink, processor="bench", state_dir=None)
+        )
         .option("checkpointLocation", tempfile.mkdtemp(prefix="sluice-bench-"))
         .trigger(processingTime="0 seconds")
         .start()

@@ -56,8 +56,6 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS
-
 BASE_MS = 1_704_067_200_000
 INTERVAL_MS = 10_000
 HOP_MS = 5_000
@@ -319,7 +317,7 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int]) -> Run:
 
     def sink(batch: DataFrame, batch_id: int) -> None:
         if window is not None:
-            found: list[Any] = [dict(zip(ENVELOPE_COLUMNS, r)) for r in window.run(batch, batch_id)]
+            found: list[Any] = window.envelopes(batch, batch_id)
             seen[0] += window.last_input_rows
         else:
             found = batch.collect()

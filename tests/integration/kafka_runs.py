@@ -19,7 +19,7 @@ from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._engine.context import CompileContext, ConnectionInfo
 from pipeline_stages._engine.plan import compile_pipeline
-from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
+from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sources import register_all
 from tests.streaming import wait_until
 
@@ -76,7 +76,9 @@ class KafkaRun:
         self.collector = Collector(forward=forward)
         self.query = (
             self.compiled.envelopes.writeStream.foreachBatch(
-                ForeachBatchSink(self.collector, processor=processor)
+                self.compiled.foreach_batch(
+                    self.collector, processor=processor, state_dir=f"{checkpoint}-window"
+                )
             )
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime="0 seconds")

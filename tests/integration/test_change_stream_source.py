@@ -21,7 +21,7 @@ from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._engine.context import CompileContext, ConnectionInfo
 from pipeline_stages._engine.plan import compile_pipeline
-from pipeline_stages._engine.sink import BatchResult, ForeachBatchSink
+from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sources import register_all
 from tests.streaming import wait_until
 
@@ -78,7 +78,9 @@ def start(spark: Any, collection: Any, checkpoint: Path) -> tuple[Any, Collector
     compiled = compile_pipeline(parse_pipeline(pipeline), ctx)
     collector = Collector()
     query = (
-        compiled.envelopes.writeStream.foreachBatch(ForeachBatchSink(collector, processor="cs"))
+        compiled.envelopes.writeStream.foreachBatch(
+            compiled.foreach_batch(collector, processor="cs", state_dir=f"{checkpoint}-window")
+        )
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="0 seconds")
         .start()

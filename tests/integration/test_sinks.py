@@ -19,7 +19,7 @@ from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._engine.context import CompileContext, ConnectionInfo
 from pipeline_stages._engine.plan import compile_pipeline
-from pipeline_stages._engine.sink import ForeachBatchSink, object_id
+from pipeline_stages._engine.sink import object_id
 from pipeline_stages._engine.sources import register_all
 from pipeline_stages._engine.window_blocking import key_text
 from service.process import StdoutWriter, run_process
@@ -165,7 +165,9 @@ def start(
     sink = build_run_sink(parsed, resources, processor=processor, run_tag="t")
     recorder = Recorder(sink)
     query = (
-        compiled.envelopes.writeStream.foreachBatch(ForeachBatchSink(recorder, processor=processor))
+        compiled.envelopes.writeStream.foreachBatch(
+            compiled.foreach_batch(recorder, processor=processor, state_dir=f"{checkpoint}-window")
+        )
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="0 seconds")
         .start()
