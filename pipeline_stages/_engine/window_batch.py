@@ -14,10 +14,10 @@ tumbling and hopping windows it can run exactly; chosen with the Spark conf
 
 The windows' arithmetic, folds, merges and emission are the operator's own (`FixedWindows`,
 `InnerRuntime`), so the results are the operator's, whatever the batch size. What it saves
-against the operator: the shuffle to the operator's bucket, and the state store (Spark
-writes the whole pickled state of a bucket each batch). What it does not do yet: aggregate
-on-time documents natively (see `benchmarks/window_cutoff_spike.py`); its folds run in Python
-on one core, as the operator's do.
+against the operator: the shuffle to the operator's bucket and Spark's state store (it still
+pickles its whole state to a file per batch). What it does not do yet: aggregate on-time
+documents natively (see `benchmarks/window_cutoff_spike.py`); its folds run in Python on one
+core, as the operator's do.
 
 State (the clock and the open windows) lives in the driver and is saved per batch id in the
 directory its sink was given (`bind`): a batch starts from the state of the latest batch
@@ -27,10 +27,11 @@ batch id. Without a directory the state is kept in memory (no recovery).
 
 What it runs (`ineligible`): `$tumblingWindow`/`$hoppingWindow` on event time whose inner
 pipeline starts with `$group` (any accumulators; stateless stages before it, any stages after
-it), from a source with one partition, and no wall-clock rule (`idleTimeout`, `partitionIdleTimeout`, processing time): state in the
-driver has no Spark timeouts to wake it. Anything else runs on the operator. Stages after
-the window's `$group` (inside the window or after it) run per micro-batch on its results
-(`after`, one small Spark job), compiled again on that batch's frame.
+it), from a source known to have one partition, and no wall-clock rule (`idleTimeout`,
+`partitionIdleTimeout`, processing time): state in the driver has no Spark timeouts to wake
+it. Anything else runs on the operator. Stages after the window's `$group` (inside the window
+or after it) run per micro-batch on its results (`after`, one small Spark job), compiled
+again on that batch's frame.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def ineligible(spec: C.OperatorSpec) -> str | None:
     if spec.processing_time or spec.idle_timeout_ms is not None:
         return "windows closing on the wall clock (processingTime, idleTimeout)"
     if spec.source.partition_idle_timeout_ms is not None or spec.source.partitions != 1:
-        return "sources with more than one partition"
+        return "sources not known to have one partition, or with partitionIdleTimeout"
     if spec.inner.group is None or spec.inner.exploded:
         return "inner pipelines that do not start with $group, or read the window before it"
     if spec.bucket_count != 1:

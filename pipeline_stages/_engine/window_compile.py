@@ -26,6 +26,11 @@ Each bucket is then an independent operator, which weakens the semantics:
 
 Results stay independent of the micro-batch size (each bucket still decides in arrival order)
 but are not Atlas's results in general.
+
+The Spark conf `spark.sluice.window.engine=batch` asks for the batch engine instead
+(`window_batch`: the same cores run per micro-batch in `foreachBatch`, state in the driver);
+it takes the windows it runs exactly (`window_batch.ineligible`), and the operator the rest.
+Both plans are built; the planner (`plan`) picks the engine's when there is one.
 """
 
 from __future__ import annotations
