@@ -90,7 +90,8 @@ class FixedWindows:
         rows = np.flatnonzero(np.isin(seg.flag, C.ENTERED))
         if len(rows):
             self._entered(seg, rows, before)
-        self.close_due(seg, after - self.lateness)
+        adjusted_after = after - self.lateness
+        self._close_due(seg, adjusted_after)
 
     def _entered(
         self, seg: Segment, rows: npt.NDArray[np.int64], before: npt.NDArray[np.int64]
@@ -99,20 +100,6 @@ class FixedWindows:
         min_open = np.maximum.accumulate(
             np.maximum(self.oldest_start(adjusted), self.state.min_open)
         )
-        orders = self.clock.next_order + np.arange(len(rows), dtype=np.int64)
-        self.clock.next_order += len(rows)
-        self.enter(seg, rows, min_open, orders)
-
-    def enter(
-        self,
-        seg: Segment,
-        rows: npt.NDArray[np.int64],
-        min_open: npt.NDArray[np.int64],
-        orders: npt.NDArray[np.int64],
-    ) -> None:
-        """Admit entered `rows`, given the `minWindowStartTime` in force when each arrived
-        and its arrival order: late records, failures, and folds into the open windows
-        (also the batch engine's map side, `window_batch_map`, with partial windows)."""
         t = seg.ts[rows]
         starts, contains = self.grid(t)
         is_open = contains & (starts >= min_open[:, None])
@@ -128,8 +115,10 @@ class FixedWindows:
         self._failures(seg, rows, starts, assigned)
         ok = seg.flag[rows] == C.FLAG_OK
         item_rows, item_k = np.nonzero(assigned & ok[:, None])
+        orders = self.clock.next_order + item_rows
+        self.clock.next_order += len(rows)
         self.inner.admit(
-            self.state.windows, seg, rows[item_rows], starts[item_rows, item_k], orders[item_rows]
+            self.state.windows, seg, rows[item_rows], starts[item_rows, item_k], orders
         )
 
     def _late(
@@ -187,9 +176,7 @@ class FixedWindows:
                     window_start=start,
                 )  # fmt: skip
 
-    def close_due(self, seg: Segment, adjusted_after: npt.NDArray[np.int64]) -> None:
-        """Close the windows the segment's last watermark passed, each attributed to the
-        position whose watermark closed it (`adjusted_after`: per position, minus lateness)."""
+    def _close_due(self, seg: Segment, adjusted_after: npt.NDArray[np.int64]) -> None:
         limit = (
             int(adjusted_after[-1]) if len(adjusted_after) else self.clock.combined - self.lateness
         )

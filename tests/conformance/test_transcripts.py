@@ -9,7 +9,6 @@ harness itself).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,27 +34,20 @@ TRANSCRIPT_EXECUTORS: list[Any] = [
     pytest.param(SparkExecutor, id="spark", marks=pytest.mark.spark),
     pytest.param(SparkBatchExecutor, id="spark-batch", marks=pytest.mark.spark),
 ]
-_BLOCKING = ("$group", "$count", "$sort", "$limit")
+WINDOW_STAGES = ("$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow")
 
 
 def runs_on_batch_engine(transcript: Transcript) -> bool:
-    """Whether the batch window engine runs the transcript's pipeline (what
-    `window_batch.ineligible` and the planner accept; `SparkBatchExecutor` fails when the
-    planner disagrees, so this cannot silently test the operator instead)."""
+    """Whether the batch window engine runs the transcript's pipeline: no wall-clock rule
+    (`window_batch.ineligible`; `SparkBatchExecutor` fails when the planner disagrees, so
+    this cannot silently test the operator instead)."""
     source, *stages = transcript.pipeline
-    keys = [next(iter(stage)) for stage in stages]
-    fixed = [i for i, key in enumerate(keys) if key in ("$tumblingWindow", "$hoppingWindow")]
-    if transcript.partitions != 1 or "partitionIdleTimeout" in source["$source"] or not fixed:
+    if "partitionIdleTimeout" in source["$source"]:
         return False
-    at = fixed[0]
-    body = stages[at][keys[at]]
-    if "idleTimeout" in body or body.get("boundary") == "processingTime":
-        return False
-    inner = [next(iter(stage)) for stage in body["pipeline"]]
-    first = next((i for i, key in enumerate(inner) if key in _BLOCKING), None)
-    if first is None or inner[first] not in ("$group", "$count"):
-        return False
-    return "stream.window" not in json.dumps(body["pipeline"][: first + 1])
+    bodies = [body for stage in stages for key, body in stage.items() if key in WINDOW_STAGES]
+    return bool(bodies) and not any(
+        "idleTimeout" in body or body.get("boundary") == "processingTime" for body in bodies
+    )
 
 
 def _executor_name(param: Any) -> str:

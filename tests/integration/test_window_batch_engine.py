@@ -4,8 +4,8 @@ Its results must be the operator's: the same seeded streams as `test_window_oper
 micro-batches of 1, 10 and 1000 documents, against the reference model and the operator
 itself. Its state lives in the driver, saved per batch id: a replayed batch (Spark replays
 the last batch after a crash, with the same id) must produce the same envelopes, and a
-restarted query must continue where the stopped one left off. The planner runs it only on
-the windows it can run exactly, and the operator everywhere else.
+restarted query must continue where the stopped one left off. The planner runs it on every
+window without a wall-clock rule, and the operator on the others.
 """
 
 from __future__ import annotations
@@ -24,19 +24,27 @@ from tests.conformance.spark_executor import (
     spark_session,
     stop_active,
 )
-from tests.integration.test_window_operator import GROUP, canonical, pipeline, run, stream, windows
+from tests.integration.test_window_operator import (
+    GROUP,
+    canonical,
+    ms,
+    pipeline,
+    run,
+    stream,
+    windows,
+)
 
 pytestmark = pytest.mark.spark
 
 LATE = "Input document arrived late."
 
 
-def batch_windows() -> dict[str, dict[str, Any]]:
-    """The tumbling and hopping stages of `test_window_operator`, without `idleTimeout`
-    (a wall-clock rule: the batch engine does not run those)."""
+def batch_windows(inner: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """The window stages of `test_window_operator`, without `idleTimeout` (a wall-clock
+    rule: the batch engine does not run those)."""
     found = {}
-    for kind in ("tumbling", "hopping"):
-        ((key, body),) = windows([GROUP])[kind].items()
+    for kind, stage in windows(inner or [GROUP]).items():
+        ((key, body),) = stage.items()
         found[kind] = {key: {k: v for k, v in body.items() if k != "idleTimeout"}}
     return found
 
@@ -47,13 +55,18 @@ def batch_windows_with(*after: dict[str, Any]) -> dict[str, Any]:
     return {key: {**body, "pipeline": [*body["pipeline"], *after]}}
 
 
+PROCESSING_TIME = {
+    "$tumblingWindow": {"interval": ms(2000), "boundary": "processingTime", "pipeline": [GROUP]}
+}
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _stop_queries() -> Any:
     yield
     stop_active()
 
 
-@pytest.mark.parametrize("kind", ["tumbling", "hopping"])
+@pytest.mark.parametrize("kind", ["tumbling", "hopping", "session", "sliding"])
 def test_batch_engine_gives_the_operators_results_at_every_batch_size(kind: str) -> None:
     stages = pipeline(batch_windows()[kind])
     steps = stream(seed=7)
@@ -132,11 +145,11 @@ def test_a_restarted_query_continues_from_the_saved_state() -> None:
     ("name", "stage", "runs"),
     [
         ("tumbling $group", batch_windows()["tumbling"], True),
-        ("hopping $group", batch_windows()["hopping"], True),
-        ("idleTimeout", windows([GROUP])["tumbling"], False),
-        ("session", windows([GROUP])["session"], False),
-        ("pass-through", windows([{"$addFields": {"x": 1}}])["tumbling"], False),
+        ("session", batch_windows()["session"], True),
+        ("pass-through", batch_windows([{"$addFields": {"x": 1}}])["hopping"], True),
         ("stages after $group", batch_windows_with({"$set": {"x": 1}}), True),
+        ("idleTimeout", windows([GROUP])["tumbling"], False),
+        ("processingTime", PROCESSING_TIME, False),
     ],
 )
 def test_the_planner_runs_the_batch_engine_only_where_it_is_exact(
