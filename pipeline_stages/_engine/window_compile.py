@@ -28,9 +28,9 @@ Results stay independent of the micro-batch size (each bucket still decides in a
 but are not Atlas's results in general.
 
 The Spark conf `spark.sluice.window.engine=batch` asks for the batch engine instead
-(`window_batch`: the same cores run per micro-batch in `foreachBatch`, state in the driver);
-it takes the windows it runs exactly (`window_batch.ineligible`), and the operator the rest.
-Both plans are built; the planner (`plan`) picks the engine's when there is one.
+(`window_batch`: the operator's code run per micro-batch in the driver, from `foreachBatch`);
+it takes the windows without a wall-clock rule (`window_batch.ineligible`), the operator the
+rest. Both plans are built; the planner (`plan`) picks the engine's when there is one.
 """
 
 from __future__ import annotations
