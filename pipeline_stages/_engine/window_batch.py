@@ -14,7 +14,8 @@ in Python on one core, as the operator's do. The batch is held in the driver's m
 is in the operator's Python worker.
 
 State (the clock and the window core's state) is saved per batch id in the directory its sink
-was given (`bind`): a batch starts from the state of the latest batch before it. Spark
+was given (`bind`): a batch starts from the state of the latest batch before it (kept live in
+memory from one batch to the next, read back from the file after a restart or a replay). Spark
 replays an unfinished batch with its id and data after a crash, so the replay recomputes the
 same outputs from the same state, and the sinks are idempotent on batch id. Without a
 directory the state is kept in memory (no recovery).
@@ -84,12 +85,17 @@ class BatchWindow:
         self.after: Callable[[DataFrame], DataFrame] | None = None
         self.state_dir: Path | None = None
         self._memory: dict[int, bytes] = {}
+        #: `(batch id, clock, core state)` after the last batch that ran to the end: the next
+        #: batch starts from it without reading and unpickling the saved copy.
+        self._live: tuple[int, Clock, Any] | None = None
         #: Rows of the latest micro-batch (what the query's progress counts once per job).
         self.last_input_rows = 0
 
     def bind(self, state_dir: str | Path | None) -> None:
-        """Keep the state in `state_dir` (created when missing); None keeps it in memory."""
+        """Keep the state in `state_dir` (created when missing); None keeps it in memory.
+        A query bound anew (a restart) starts from what the directory holds."""
         self.state_dir = Path(state_dir) if state_dir is not None else None
+        self._live = None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
 
@@ -125,6 +131,7 @@ class BatchWindow:
                 if enabled:
                     gc.enable()
         blob = self._save(batch_id, clock, core.state)
+        self._live = (batch_id, clock, core.state)
         stats = stats_doc(0, clock, core.open_starts(), len(blob), out)
         out.stats(stats, part=clock.last_part, seq=clock.last_seq)
         return out.rows
@@ -132,7 +139,14 @@ class BatchWindow:
     # ------------------------------------------------------------------ state
 
     def _load(self, batch_id: int) -> tuple[Clock, Any]:
-        """The state after the latest batch before `batch_id` (a fresh one at first)."""
+        """The state after the latest batch before `batch_id` (a fresh one at first).
+
+        The live state only serves the batch right after it: a replay of its own batch
+        starts from the saved state before it, and a batch that failed half-way leaves none
+        (its objects may be half-updated)."""
+        live, self._live = self._live, None
+        if live is not None and live[0] == batch_id - 1:
+            return live[1], live[2]
         blob = self._blob_before(batch_id)
         if blob is None:
             return Clock(), None
