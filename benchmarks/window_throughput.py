@@ -27,11 +27,13 @@ Workloads:
 * `hopping`: 10 s windows every 5 s, `$push` and `$top` per key (`collect_list`, `max_by`).
 
     python benchmarks/window_throughput.py [--rows 1000000] [--files 8] [--keys 1000] [--runs 3]
-        [--buckets 1,2] [--input typed|json]
+        [--buckets 1,2] [--input typed|json] [--no-batch-engine]
 
 `--buckets` lists the operator's bucket counts to measure: 1 is Atlas's exact semantics (one
 watermark, global idleness); P > 1 is the parallel mode, with per-bucket watermarks
-(`pipeline_stages/_engine/window_compile.py` documents what that weakens).
+(`pipeline_stages/_engine/window_compile.py` documents what that weakens). `sluice/batch` is
+the batch window engine (`spark.sluice.window.engine=batch`, `window_batch.py`), which runs
+in the sink's `foreachBatch`; `--no-batch-engine` leaves it out.
 
 Data: event time advances 1 ms per row with U(0, 3 s) disorder; 0.1 % of the rows are 120 s
 late. Prints rows/s per run and the medians, the ratio Sluice / native, and the latency from
@@ -313,14 +315,9 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int]) -> Run:
     if isinstance(query, tuple):
         query, window = query
         window.bind(tempfile.mkdtemp(prefix="sluice-bench-state-"))
-    seen = [0]  # input rows, for the batch engine (its two jobs each count the batch)
 
     def sink(batch: DataFrame, batch_id: int) -> None:
-        if window is not None:
-            found: list[Any] = window.envelopes(batch, batch_id)
-            seen[0] += window.last_input_rows
-        else:
-            found = batch.collect()
+        found = window.envelopes(batch, batch_id) if window is not None else batch.collect()
         kinds = window is not None or batch.columns[0] == "kind"
         for row in found:
             kind = row["kind"] if kinds else "out"
@@ -337,7 +334,7 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int]) -> Run:
     try:
         while True:
             progress = handle.recentProgress
-            done = seen[0] if window is not None else sum(p["numInputRows"] for p in progress)
+            done = sum(p["numInputRows"] for p in progress)
             if handle.exception() is not None:
                 raise RuntimeError(str(handle.exception()))
             if not handle.isActive:  # a JVM Error (e.g. StackOverflowError) sets no exception

@@ -88,8 +88,6 @@ class BatchWindow:
         #: `(batch id, clock, core state)` after the last batch that ran to the end: the next
         #: batch starts from it without reading and unpickling the saved copy.
         self._live: tuple[int, Clock, Any] | None = None
-        #: Rows of the latest micro-batch (what the query's progress counts once per job).
-        self.last_input_rows = 0
 
     def bind(self, state_dir: str | Path | None) -> None:
         """Keep the state in `state_dir` (created when missing); None keeps it in memory.
@@ -117,7 +115,6 @@ class BatchWindow:
         out = Emitter(spec.source)
         core = make_core(spec, core_state, clock, out)
         rows = batch.toPandas()
-        self.last_input_rows = len(rows)
         if len(rows):
             now = int(time.time() * 1000)
             # As in the operator: the state's many small lists make cyclic GC passes cost
