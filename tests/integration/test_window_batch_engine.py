@@ -152,7 +152,7 @@ def test_a_restarted_query_continues_from_the_saved_state() -> None:
         ("processingTime", PROCESSING_TIME, False),
     ],
 )
-def test_the_planner_runs_the_batch_engine_only_where_it_is_exact(
+def test_the_planner_runs_the_batch_engine_on_windows_without_a_wall_clock_rule(
     name: str, stage: dict[str, Any], runs: bool
 ) -> None:
     spark = spark_session()
