@@ -1,4 +1,5 @@
-"""The Spark executor of the conformance suite: transcripts through the real window operator.
+"""The Spark executor of the conformance suite: transcripts through the real window operator
+(`SparkBatchExecutor`: through the batch window engine, `window_batch`).
 
 Each transcript runs as one streaming query, compiled by the production planner
 (`plan.compile_after_source`) on a scripted source (`sources.scripted`) instead of the
