@@ -97,6 +97,7 @@ def compile_after_source(
     sink: Any | None = None
     window: WindowPlan | None = None
     batch_window: Any | None = None
+    after_window: list[Any] = []
     ctx.window_ahead = any(stage.key in WINDOW_KEYS for stage in rest)
     for index, stage in enumerate(rest):
         module = REGISTRY[stage.key].module
@@ -110,14 +111,15 @@ def compile_after_source(
         elif stage.key in WINDOW_KEYS:
             window = module.compile(stage.spec, frame, ctx, stage.path)
             batch_window = getattr(window, "batch", None)
-            if batch_window is not None:
-                batch_window.after = _after_window(batch_window.suffix, rest[index + 1 :], ctx)
+            after_window = rest[index + 1 :]
             # A window that ran stages on its results hands them over as a frame.
             handed = getattr(window, "frame", None)
             frame = handed if handed is not None else frame_from_envelope(window.envelopes)
         else:
             frame = module.compile(stage.spec, frame, ctx, stage.path)
     ctx.problems.raise_if_any()
+    if batch_window is not None:
+        batch_window.after = _after_window(batch_window.suffix, after_window, sink, ctx)
     return CompiledPipeline(
         envelopes=batch_window.compact if batch_window is not None else envelope_from_frame(frame),
         finite_total=source_plan.finite_total,
@@ -131,37 +133,29 @@ def compile_after_source(
 
 
 def _after_window(
-    suffix: tuple[Any, ...], later: list[Any], ctx: CompileContext
+    suffix: tuple[Any, ...], later: list[Any], sink: Any | None, ctx: CompileContext
 ) -> Callable[[DataFrame], DataFrame] | None:
     """What the batch window engine runs on each batch's window envelopes (None: nothing).
 
     The window's inner stages after its `$group`, the stages after the window and the sink's
-    computed targets, compiled again on every batch's frame: the engine's results only exist
-    in the driver. The streaming compile already reported their problems, so each batch
-    compiles with a collector of its own."""
+    computed targets (`sink`: its compiled plan), compiled again on every batch's frame: the
+    engine's results only exist in the driver. The streaming compile already reported their
+    problems, so each batch compiles with a collector of its own."""
     from pipeline_stages import REGISTRY
 
-    def local_ctx() -> CompileContext:
-        local = copy.copy(ctx)
-        local.problems = ProblemCollector()
-        return local
-
-    def computes_targets(stage: Any) -> bool:
-        plan = REGISTRY[stage.key].module.compile(stage.spec, local_ctx(), stage.path)
-        return bool(computed_names(plan))
-
-    if not suffix and all(s.key in SINK_KEYS and not computes_targets(s) for s in later):
+    stages = [*suffix, *later]
+    if all(stage.key in SINK_KEYS for stage in stages) and not (sink and computed_names(sink)):
         return None
 
     def apply(envelopes: DataFrame) -> DataFrame:
-        local = local_ctx()
+        local = copy.copy(ctx)
+        local.problems = ProblemCollector()
         frame = frame_from_envelope(envelopes)
-        for stage in [*suffix, *later]:
-            module = REGISTRY[stage.key].module
+        for stage in stages:
             if stage.key in SINK_KEYS:
-                sink = module.compile(stage.spec, local, stage.path)
                 frame = prepare_frame(sink, frame, local, stage.path, key=stage.key)
             else:
+                module = REGISTRY[stage.key].module
                 frame = module.compile(stage.spec, frame, local, stage.path)
         return envelope_from_frame(frame)
 

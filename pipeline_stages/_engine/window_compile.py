@@ -198,12 +198,13 @@ def compile_window(
         partitioned=partition_by is not None,
         bucket_count=buckets,
     )
-    envelopes = _operator(frame, op_spec)
+    shipped = _shipped(frame, op_spec)
+    envelopes = _operator(shipped, op_spec)
     clock = {
         "closes_on_clock": op_spec.idle_timeout_ms is not None or op_spec.processing_time,
         "runs_when_idle": op_spec.runs_when_idle,
     }
-    batch = _batch_window(frame, op_spec, tuple(split.suffix), _engine(ctx, path, key))
+    batch = _batch_window(shipped, op_spec, tuple(split.suffix), _engine(ctx, path, key))
     if not split.suffix:
         return WindowResult(envelopes=envelopes, batch=batch, **clock)
     from pipeline_stages import REGISTRY
@@ -235,9 +236,9 @@ def _bucket(spec: C.OperatorSpec) -> Any:
     return bucket
 
 
-def _operator(frame: StreamFrame, spec: C.OperatorSpec) -> Any:
-    """Ship the compact columns to the operator and run it."""
-    df, columns = _shipped(frame, spec)
+def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec) -> Any:
+    """Ship the compact columns (`_shipped`) to the operator and run it."""
+    df, columns = shipped
     compact = df.select(_bucket(spec).alias(C.BUCKET), *columns)
     timeout = (
         GroupStateTimeout.NoTimeout
@@ -285,10 +286,14 @@ def _engine(ctx: Any, path: str, key: str) -> str:
 
 
 def _batch_window(
-    frame: StreamFrame, spec: C.OperatorSpec, suffix: tuple[InnerStage, ...], engine: str
+    shipped: tuple[Any, list[str]],
+    spec: C.OperatorSpec,
+    suffix: tuple[InnerStage, ...],
+    engine: str,
 ) -> BatchWindow | None:
-    """The batch engine for this window when asked for and able to run it."""
+    """The batch engine for this window (over the operator's input, `_shipped`) when asked
+    for and able to run it."""
     if engine != "batch" or ineligible(spec) is not None:
         return None
-    df, columns = _shipped(frame, spec)
+    df, columns = shipped
     return BatchWindow(spec, df.select(*columns), suffix)
