@@ -340,17 +340,16 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int], files: int | Non
     started = time.monotonic()
     handle = query.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
     handle = handle.trigger(processingTime="0 seconds").start()
-    fed: set[int] = set()
     try:
         while True:
-            progress = handle.recentProgress  # the last 100 micro-batches
+            progress = handle.recentProgress
             done = sum(p["numInputRows"] for p in progress)
-            fed |= {p["batchId"] for p in progress if p["numInputRows"]}
+            fed = len({p["batchId"] for p in progress if p["numInputRows"]})
             if handle.exception() is not None:
                 raise RuntimeError(str(handle.exception()))
             if not handle.isActive:  # a JVM Error (e.g. StackOverflowError) sets no exception
                 raise RuntimeError(f"the query stopped after {done:,} of {rows:,} rows")
-            if (len(fed) >= files) if files is not None else (done >= rows):
+            if (fed >= files) if files is not None else (done >= rows):
                 break
             time.sleep(0.05)
         elapsed = time.monotonic() - started
