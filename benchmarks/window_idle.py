@@ -71,7 +71,7 @@ def query(spark: SparkSession, directory: Path, options: dict[str, Any]) -> Any:
     from pipeline_stages._engine.window_config import WindowSource
 
     ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())
-    frame = wt.typed_frame(wt.stream(spark, directory), ctx.problems)
+    frame = wt.typed_frame(spark, directory)
     ctx.has_dlq = True
     ctx.window_source = WindowSource(partitions=1)  # type: ignore[attr-defined]
     stage = parse_stage(window_stage(options), path="/pipeline/1")

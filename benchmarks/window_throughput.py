@@ -196,13 +196,13 @@ def sluice_query(
     from pipeline_stages import parse_stage
     from pipeline_stages._base import ProblemCollector
     from pipeline_stages._engine.context import CompileContext
-    from pipeline_stages._engine.plan import start_at_source
     from pipeline_stages._engine.window_config import WindowSource
 
     ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())
-    raw = json_records(spark, directory) if fmt == "json" else stream(spark, directory)
-    frame_of = json_frame if fmt == "json" else typed_frame
-    frame = frame_of(raw, ctx.problems)
+    if fmt == "json":
+        frame = json_frame(spark, directory, ctx)
+    else:
+        frame = typed_frame(spark, directory)
     ctx.has_dlq = True
     ctx.window_source = WindowSource(partitions=1)  # type: ignore[attr-defined]
     spark.conf.set("spark.sluice.window.buckets", str(buckets))
@@ -216,45 +216,40 @@ def sluice_query(
     if engine == "batch":
         if plan.batch is None:
             raise RuntimeError("the batch engine does not run this window")
-        # As the planner does for a source that hands over its raw records.
-        start_at_source(plan.batch, raw, frame_of, [stage], ctx)
         return plan.batch.compact, plan.batch
     return plan.envelopes.select("kind", "window_start", "window_key")
 
 
-def json_records(spark: SparkSession, directory: Path) -> DataFrame:
-    """The JSON lines as a Sluice source's raw records (`sources.RAW_SCHEMA`)."""
+def json_frame(spark: SparkSession, directory: Path, ctx: Any) -> Any:
+    """The JSON lines through Sluice's source path, `timeField: "$ts"` (see `ingest`)."""
+    from pipeline_stages._engine.ingest import ingest
+
     raw = spark.readStream.option("maxFilesPerTrigger", 1).text(str(directory))
     seq = F.get_json_object("value", "$.seq").cast("bigint")  # the arrival order
-    return raw.select(
+    raw = raw.select(
         F.lit(0).alias("part"),
         seq.alias("seq"),
         F.col("value").alias("raw"),
         F.lit(0).cast("bigint").alias("source_ts_ms"),
         F.lit('{"type":"file"}').alias("meta"),
     )
-
-
-def json_frame(raw: DataFrame, problems: Any) -> Any:
-    """The JSON lines' records through Sluice's source path, `timeField: "$ts"` (`ingest`)."""
-    from pipeline_stages._engine.ingest import ingest
-
     return ingest(
         raw,
         time_field="$ts",
         ts_field="_ts",
         meta_field="_stream_meta",
         operator="SourceOperator",
-        problems=problems,
+        problems=ctx.problems,
         path="/pipeline/0/$source",
     )
 
 
-def typed_frame(source: DataFrame, problems: Any) -> Any:  # noqa: ARG001 - `frame_of` shape
+def typed_frame(spark: SparkSession, directory: Path) -> Any:
     """Documents built with `to_variant_object` from the parquet columns."""
     from pipeline_stages._engine import frame as fr
     from pipeline_stages._mql import values as V
 
+    source = stream(spark, directory)
     event_ms = F.unix_millis("ts")
     meta = F.parse_json(F.lit('{"source":{"type":"generated"}}'))
     doc = F.to_variant_object(
@@ -311,12 +306,8 @@ def closing_batches(ts: np.ndarray, files: int, hop_ms: int) -> dict[int, int]:
     return {int(e): int(i) // per_file for e, i in zip(ends, first, strict=True) if i < len(ts)}
 
 
-def run_once(query: Any, *, rows: int, closing: dict[int, int], files: int | None = None) -> Run:
-    """Run `query` (a frame, or a batch engine's `(frame, BatchWindow)`) over the input:
-    until `files` micro-batches had input when given, else until `rows` rows were read.
-
-    (Spark counts a micro-batch's rows once per job reading it: the batch engine reads a
-    batch with late documents twice, so its `numInputRows` do not add up to `rows`.)"""
+def run_once(query: Any, *, rows: int, closing: dict[int, int]) -> Run:
+    """Run `query` (a frame, or a batch engine's `(frame, BatchWindow)`) over the input."""
     batch_done: dict[int, float] = {}
     emitted: dict[int, list[int]] = {}
     counts = {"out": 0, "dlq": 0}
@@ -344,12 +335,11 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int], files: int | Non
         while True:
             progress = handle.recentProgress
             done = sum(p["numInputRows"] for p in progress)
-            fed = len({p["batchId"] for p in progress if p["numInputRows"]})
             if handle.exception() is not None:
                 raise RuntimeError(str(handle.exception()))
             if not handle.isActive:  # a JVM Error (e.g. StackOverflowError) sets no exception
                 raise RuntimeError(f"the query stopped after {done:,} of {rows:,} rows")
-            if (fed >= files) if files is not None else (done >= rows):
+            if done >= rows:
                 break
             time.sleep(0.05)
         elapsed = time.monotonic() - started
@@ -425,13 +415,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         results: dict[str, list[Run]] = {name: [] for name in builders}
         for build in builders.values():  # warm-up, discarded
-            run_once(build(), rows=args.rows, closing=closing, files=args.files)
+            run_once(build(), rows=args.rows, closing=closing)
         for n in range(args.runs):
             shift = n % len(builders)
             names = list(builders)[shift:] + list(builders)[:shift]  # rotate the order
             for name in names:
-                run = run_once(builders[name](), rows=args.rows, closing=closing, files=args.files)
-                results[name].append(run)
+                results[name].append(run_once(builders[name](), rows=args.rows, closing=closing))
         print(f"{workload}:")
         native = summary("native", results["native"])
         for name in [n for n in builders if n != "native"]:

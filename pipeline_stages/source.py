@@ -248,17 +248,8 @@ def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
         )
     raw, total = _read_stream(spec, ctx, body)
     raw = _observe_input(raw)
-
-    def frame_of(records: Any, problems: Any) -> Any:
-        return ingest_source(records, spec, operator=OPERATOR_NAME, problems=problems, body=body)
-
-    return SourcePlan(
-        frame=frame_of(raw, ctx.problems),
-        finite_total=total,
-        source_type=_source_type(connection),
-        raw=raw,
-        frame_of=frame_of,
-    )
+    frame = ingest_source(raw, spec, operator=OPERATOR_NAME, problems=ctx.problems, body=body)
+    return SourcePlan(frame=frame, finite_total=total, source_type=_source_type(connection))
 
 
 def _source_type(connection: Any) -> str:

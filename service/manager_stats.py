@@ -9,7 +9,7 @@ counted twice.
 Where the numbers come from:
 
 * `inputMessageCount` / `inputMessageSize`: the source's observed metrics (records and bytes
-  read, DLQ'd ones included), else `numInputRows` (the last batch's `numInputRows` too);
+  read, DLQ'd ones included), else `numInputRows`;
 * `outputMessageCount` / `outputMessageSize`, `dlqMessageCount` / `dlqMessageSize`: the
   documents and DLQ records the writer received (JSON text bytes);
 * `stateSize`, `watermark`: the window operator's stats rows, else Spark's state operators and
@@ -138,17 +138,11 @@ class LiveStats:
                 and not spark_watermark.startswith("1970-01-01T00:00:00")
             ):
                 self.watermark = {"$date": spark_watermark}
-            # Spark counts a batch's records once per job reading them (the batch window
-            # engine reads a batch with late documents twice); the source's count is exact.
-            spark_rows = int(progress.get("numInputRows", 0) or 0)
-            spark_rate = float(progress.get("processedRowsPerSecond", 0) or 0)
             self.last_batch = {
                 "batchId": batch_id,
-                "numInputRows": int(rows or 0),
+                "numInputRows": int(progress.get("numInputRows", 0) or 0),
                 "durationMs": int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
-                "processedRowsPerSecond": spark_rate * int(rows or 0) / spark_rows
-                if spark_rows
-                else spark_rate,
+                "processedRowsPerSecond": float(progress.get("processedRowsPerSecond", 0) or 0),
                 "timestamp": progress.get("timestamp"),
             }
             self.dirty = True

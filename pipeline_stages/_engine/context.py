@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,9 +46,6 @@ class CompileContext:
     #: Set while compiling stages that precede a window stage: filtered documents must then
     #: stay in the stream as ticks so they still advance the watermark.
     window_ahead: bool = False
-    #: Set while the batch window engine compiles its input on a micro-batch
-    #: (`plan.start_at_source`): the window stage then only builds the engine's input.
-    window_input_only: bool = False
 
     def connection(self, name: str) -> ConnectionInfo | None:
         """Look a connection up, built-ins included."""
@@ -65,13 +62,6 @@ class SourcePlan:
     #: Partition count of a partitioned source (Kafka, one topic), for per-partition
     #: watermarks (§4.6); None when unknown or unpartitioned (see `plan._window_source`).
     partitions: int | None = None
-    #: The source's raw record stream and the function turning a raw frame into `frame`
-    #: (parse, time-stamp, metadata; compile problems go to the collector given), for the
-    #: batch window engine, which ends the streaming query at the raw records and compiles
-    #: the stages up to the window per micro-batch (`plan.start_at_source`). None: the query
-    #: runs the compiled stages itself.
-    raw: DataFrame | None = None
-    frame_of: Callable[[DataFrame, ProblemCollector], StreamFrame] | None = None
 
 
 @dataclass(frozen=True)

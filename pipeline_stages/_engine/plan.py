@@ -31,7 +31,6 @@ from pipeline_stages._engine.window_config import WindowSource
 
 if TYPE_CHECKING:
     from pipeline_stages import ParsedPipeline
-    from pipeline_stages._engine.window_batch import BatchWindow
 
 WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow"})
 SINK_KEYS = frozenset({"$emit", "$merge"})
@@ -98,7 +97,6 @@ def compile_after_source(
     sink: Any | None = None
     window: WindowPlan | None = None
     batch_window: Any | None = None
-    through_window: list[Any] = []
     after_window: list[Any] = []
     ctx.window_ahead = any(stage.key in WINDOW_KEYS for stage in rest)
     for index, stage in enumerate(rest):
@@ -113,7 +111,6 @@ def compile_after_source(
         elif stage.key in WINDOW_KEYS:
             window = module.compile(stage.spec, frame, ctx, stage.path)
             batch_window = getattr(window, "batch", None)
-            through_window = rest[: index + 1]
             after_window = rest[index + 1 :]
             # A window that ran stages on its results hands them over as a frame.
             handed = getattr(window, "frame", None)
@@ -123,10 +120,6 @@ def compile_after_source(
     ctx.problems.raise_if_any()
     if batch_window is not None:
         batch_window.after = _after_window(batch_window.suffix, after_window, sink, ctx)
-        if source_plan.raw is not None and source_plan.frame_of is not None:
-            start_at_source(
-                batch_window, source_plan.raw, source_plan.frame_of, through_window, ctx
-            )
     return CompiledPipeline(
         envelopes=batch_window.compact if batch_window is not None else envelope_from_frame(frame),
         finite_total=source_plan.finite_total,
@@ -167,42 +160,6 @@ def _after_window(
         return envelope_from_frame(frame)
 
     return apply
-
-
-def start_at_source(
-    batch_window: BatchWindow,
-    raw: DataFrame,
-    frame_of: Callable[[DataFrame, ProblemCollector], StreamFrame],
-    stages: list[Any],
-    ctx: CompileContext,
-) -> None:
-    """Make the batch window engine's query end at the source's raw records (`raw`), and the
-    engine compile its input columns on each micro-batch of them (`BatchWindow.input_of`).
-
-    In `foreachBatch` every Spark job on the batch recomputes the query's whole output, so
-    the engine's second job (the DLQ copies of late documents) must not pay for the first
-    one's columns again; on raw records it copies only the late ones.
-    `frame_of` is the source's raw-to-frame function and `stages` the stages after `$source`
-    up to the window. The streaming compile already reported their problems, so each batch
-    compiles with a collector of its own."""
-    from pipeline_stages import REGISTRY
-
-    *before, window = stages
-
-    def compile_input(records: DataFrame) -> DataFrame:
-        local = copy.copy(ctx)
-        local.problems = ProblemCollector()
-        local.window_ahead = True
-        local.window_input_only = True
-        frame = frame_of(records, local.problems)
-        for stage in before:
-            frame = REGISTRY[stage.key].module.compile(stage.spec, frame, local, stage.path)
-        local.window_ahead = False
-        result = REGISTRY[window.key].module.compile(window.spec, frame, local, window.path)
-        return result.batch.compact
-
-    batch_window.compact = raw
-    batch_window.input_of = compile_input
 
 
 def _bound_state_partitions(ctx: CompileContext) -> None:

@@ -36,24 +36,14 @@ import pickle
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import numpy as np
-import pandas as pd
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.envelope import ENVELOPE_SCHEMA
-from pipeline_stages._engine.frame import PART, SEQ
 from pipeline_stages._engine.window_clock import Clock
-from pipeline_stages._engine.window_emit import (
-    ENVELOPE_COLUMNS,
-    DeferredOriginal,
-    Emitter,
-    late_doc,
-    late_meta,
-)
+from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS, Emitter
 from pipeline_stages._engine.window_operator import (
     make_core,
     run_segment,
@@ -66,9 +56,6 @@ ENGINE_CONF = "spark.sluice.window.engine"
 ENGINES = ("operator", "batch")
 _STATE_VERSION = 1
 _STATE_SUFFIX = ".state"
-#: Up to this many late documents per batch, their copies are fetched with a filter on their
-#: source positions (a longer `IN` list costs more to plan than the copies save).
-_FILTERED_FETCH_MAX = 10_000
 
 
 def ineligible(spec: C.OperatorSpec) -> str | None:
@@ -89,13 +76,8 @@ class BatchWindow:
 
     def __init__(self, spec: C.OperatorSpec, compact: DataFrame, suffix: tuple[Any, ...]) -> None:
         self.spec = spec
-        #: The streaming frame the query runs: the operator's input columns, or the source's
-        #: raw records when `input_of` compiles those columns per batch (`plan`).
+        #: The streaming frame the query runs: the operator's input columns.
         self.compact = compact
-        #: The operator's input columns compiled on a batch of raw records (`plan`): the
-        #: engine then ships whether each document has a DLQ copy, not the copy, and fetches
-        #: the copies of the late ones after the batch ran (`_originals`).
-        self.input_of: Callable[[DataFrame], DataFrame] | None = None
         #: The inner stages after the first blocking one(s) (`window_inner.InnerStage`).
         self.suffix = suffix
         #: The stages after the window (inner suffix, outer stages, the sink's computed
@@ -127,26 +109,12 @@ class BatchWindow:
         return self.after(frame).collect()
 
     def run(self, batch: DataFrame, batch_id: int) -> list[tuple[Any, ...]]:
-        """The batch's envelope rows (`window_emit.ENVELOPE_COLUMNS`), state saved.
-
-        With `input_of`, a batch with late documents is read twice from the source: once for
-        the input columns, once for the late documents' copies (`_originals`). Keeping the
-        records cached instead cost more than the second read (measured: 78-83k against
-        107-113k rows/s). Spark then counts the batch's records twice in its `numInputRows`;
-        the source's observed metrics, which the service's stats read, count them once."""
+        """The batch's envelope rows (`window_emit.ENVELOPE_COLUMNS`), state saved."""
         spec = self.spec
         clock, core_state = self._load(batch_id)
         out = Emitter(spec.source)
         core = make_core(spec, core_state, clock, out)
-        deferred = self.input_of is not None
-        compact = self.input_of(batch) if self.input_of is not None else batch
-        rows = cast(pd.DataFrame, (compact.drop(C.ORIG) if deferred else compact).toPandas())
-        if deferred:
-            # Row numbers stand for the originals (`window_emit.late_doc`).
-            kept = np.flatnonzero(rows[C.HAS_ORIG].notna().to_numpy())
-            originals = np.full(len(rows), None, dtype=object)
-            originals[kept] = kept.tolist()
-            rows[C.ORIG] = originals
+        rows = batch.toPandas()
         if len(rows):
             now = int(time.time() * 1000)
             # As in the operator: the state's many small lists make cyclic GC passes cost
@@ -159,48 +127,11 @@ class BatchWindow:
             finally:
                 if enabled:
                     gc.enable()
-        if deferred:
-            self._originals(compact, rows, out.rows)
         blob = self._save(batch_id, clock, core.state)
         self._live = (batch_id, clock, core.state)
         stats = stats_doc(0, clock, core.open_starts(), len(blob), out)
         out.stats(stats, part=clock.last_part, seq=clock.last_seq)
         return out.rows
-
-    def _originals(
-        self, compact: DataFrame, rows: pd.DataFrame, envelopes: list[tuple[Any, ...]]
-    ) -> None:
-        """Fill in the DLQ copies of the batch's late documents (`DeferredOriginal`s in the
-        envelopes' `doc` and `meta`) with one Spark job that copies only those documents."""
-        doc, meta = ENVELOPE_COLUMNS.index("doc"), ENVELOPE_COLUMNS.index("meta")
-        wanted = {row[doc].row for row in envelopes if isinstance(row[doc], DeferredOriginal)}
-        if not wanted:
-            return
-        ident = rows[[PART, SEQ, C.DOC_SUB]].to_numpy(dtype=np.int64)
-        keys = {n: tuple(ident[n].tolist()) for n in wanted}
-        if len(wanted) <= _FILTERED_FETCH_MAX:
-            # A filter on the source's own column, which Spark applies before the stages.
-            # (Only that column: Spark would copy the stages' expressions into a filter on
-            # a computed column, and those grow too large to plan.)
-            compact = compact.where(F.col(SEQ).isin(sorted({key[1] for key in keys.values()})))
-        fetched = compact.select(PART, SEQ, C.DOC_SUB, C.ORIG).collect()
-        texts = {(int(r[0]), int(r[1]), int(r[2])): r[3] for r in fetched if r[3] is not None}
-        for n, row in enumerate(envelopes):
-            if isinstance(row[doc], DeferredOriginal):
-                text = texts.get(keys[row[doc].row])
-                if text is None:
-                    raise RuntimeError(
-                        f"the batch's records no longer hold the late document at "
-                        f"(part, seq, sub) {keys[row[doc].row]}: the source must replay "
-                        "its records unchanged"
-                    )
-                copy = late_doc(text)
-                envelopes[n] = (
-                    *row[:doc],
-                    copy,
-                    late_meta(copy, self.spec.source),
-                    *row[meta + 1 :],
-                )
 
     # ------------------------------------------------------------------ state
 

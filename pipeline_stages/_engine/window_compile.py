@@ -199,16 +199,12 @@ def compile_window(
         bucket_count=buckets,
     )
     shipped = _shipped(frame, op_spec)
+    envelopes = _operator(shipped, op_spec)
     clock = {
         "closes_on_clock": op_spec.idle_timeout_ms is not None or op_spec.processing_time,
         "runs_when_idle": op_spec.runs_when_idle,
     }
     batch = _batch_window(shipped, op_spec, tuple(split.suffix), _engine(ctx, path, key))
-    if ctx.window_input_only and batch is not None:
-        # The batch engine compiling its input on a micro-batch (`plan._window_input`):
-        # only its input columns are used.
-        return WindowResult(envelopes=batch.compact, batch=batch, **clock)
-    envelopes = _operator(shipped, op_spec)
     if not split.suffix:
         return WindowResult(envelopes=envelopes, batch=batch, **clock)
     from pipeline_stages import REGISTRY
@@ -278,10 +274,7 @@ def _shipped(frame: StreamFrame, spec: C.OperatorSpec) -> tuple[Any, list[str]]:
 
 
 def _engine(ctx: Any, path: str, key: str) -> str:
-    """The window engine the Spark conf `spark.sluice.window.engine` asks for (the batch
-    engine's own per-batch compile keeps the choice made when the query started)."""
-    if ctx.window_input_only:
-        return "batch"
+    """The window engine the Spark conf `spark.sluice.window.engine` asks for."""
     engine = ctx.spark.conf.get(ENGINE_CONF, "operator") or "operator"
     if engine not in ENGINES:
         ctx.problems.error(
@@ -303,4 +296,4 @@ def _batch_window(
     if engine != "batch" or ineligible(spec) is not None:
         return None
     df, columns = shipped
-    return BatchWindow(spec, df.select(*columns, C.HAS_ORIG), suffix)
+    return BatchWindow(spec, df.select(*columns), suffix)

@@ -39,9 +39,6 @@ FLAG = "__w_flag"
 DOC_SUB = "__w_doc_sub"
 WSTART = "__w_wstart"
 ORIG = "__w_orig"
-#: Whether a row carries its document's original (`ORIG`): the batch window engine ships this
-#: instead of the text and fetches the originals of late documents only (`window_batch`).
-HAS_ORIG = "__w_has_orig"
 FDOC = "__w_fdoc"
 FMETA = "__w_fmeta"
 REASON = "__w_reason"

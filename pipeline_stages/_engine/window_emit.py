@@ -105,30 +105,16 @@ class Emitter:
         return df
 
 
-@dataclass(frozen=True)
-class DeferredOriginal:
-    """A late document's DLQ copy that the batch window engine fills in after the batch ran
-    (`window_batch`): it ships the row number of each document instead of its JSON text."""
-
-    row: int
-
-
-def late_doc(orig: Any) -> Any:
+def late_doc(orig: Any) -> str | None:
     """The JSON text of a late document (shipped as `to_json`, see `window_inner.with_flags`),
-    written so that `parse_json` keeps its doubles doubles; a `DeferredOriginal` for a row
-    number (the batch window engine's deferred copies)."""
+    written so that `parse_json` keeps its doubles doubles."""
     if orig is None:
         return None
-    if isinstance(orig, int):
-        return DeferredOriginal(orig)
     return prefer_double(orig if isinstance(orig, str) else orig.toJson())
 
 
-def late_meta(orig: Any, source: C.WindowSource) -> Any:
-    """`_stream_meta` of a late document's DLQ record: the document's own, as Atlas copies it
-    (deferred with the document itself, see `late_doc`)."""
-    if isinstance(orig, DeferredOriginal):
-        return orig
+def late_meta(orig: str | None, source: C.WindowSource) -> str:
+    """`_stream_meta` of a late document's DLQ record: the document's own, as Atlas copies it."""
     if orig is not None and source.meta_field:
         doc = decode_json(orig)
         meta = doc.get(source.meta_field) if isinstance(doc, dict) else None

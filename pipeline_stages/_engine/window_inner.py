@@ -114,8 +114,7 @@ def reads_window(stages: Sequence[InnerStage]) -> bool:
 
 def with_flags(frame: StreamFrame, *, test_clock: bool, has_dlq: bool) -> StreamFrame:
     """Classify the rows reaching the window (`window_config` flags) and keep the original
-    document (late documents' DLQ records show the document as it entered the window), and
-    whether there is one (`HAS_ORIG`, what the batch window engine ships instead)."""
+    document (late documents' DLQ records show the document as it entered the window)."""
     failed = F.col(DLQ_REASON).isNotNull()
     flag = (
         F.when(F.lit(test_clock) & (F.col(PART) == CLOCK_PART), F.lit(C.FLAG_CLOCK))
@@ -137,7 +136,6 @@ def with_flags(frame: StreamFrame, *, test_clock: bool, has_dlq: bool) -> Stream
             # a `VariantVal` (0.31 s CPU per 125k rows, as much as the operator's own work)
             # and renders a late one in pure Python (~1 ms each).
             C.ORIG: F.when(is_ok & F.lit(has_dlq), F.to_json(F.col(DOC))),
-            C.HAS_ORIG: F.when(is_ok & F.lit(has_dlq), F.lit(True)),
             C.FDOC: F.when(is_failed, F.to_json(F.col(DOC))),
             C.FMETA: F.when(is_failed, F.to_json(F.col(META))),
             C.REASON: F.when(is_failed, F.col(DLQ_REASON)),
@@ -185,7 +183,6 @@ def explode_fixed(frame: StreamFrame, geometry: C.FixedGeometry, *, meta_field: 
             KIND: F.when(in_gap, F.lit(KIND_TICK)).otherwise(F.col(KIND)),
             C.FLAG: F.when(in_gap, F.lit(C.FLAG_TICK).cast("tinyint")).otherwise(F.col(C.FLAG)),
             C.ORIG: F.when(F.col("__w_pos") == 0, F.col(C.ORIG)),
-            C.HAS_ORIG: F.when(F.col("__w_pos") == 0, F.col(C.HAS_ORIG)),
         }
     )
     return StreamFrame(df.drop("__w_pos"))

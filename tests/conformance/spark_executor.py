@@ -116,25 +116,17 @@ class SparkExecutor:
         ctx = CompileContext(spark=spark, processor_name="spark", problems=ProblemCollector())
         ctx.has_dlq = True
         raw = spark.readStream.format(scripted.FORMAT).option("dir", self.directory).load()
-
-        def frame_of(records: Any, problems: ProblemCollector) -> Any:
-            return ingest(
-                records,
-                time_field=spec.time_field,
-                ts_field=spec.ts_field_name,
-                meta_field=spec.stream_meta_field_name,
-                operator="SourceOperator",
-                problems=problems,
-                path="/pipeline/0/$source/timeField",
-            )
-
-        self.meta = json.dumps({"type": source_type(pipeline[0]["$source"])})
-        plan = SourcePlan(
-            frame=frame_of(raw, ctx.problems),
-            source_type=source_type(pipeline[0]["$source"]),
-            raw=raw,
-            frame_of=frame_of,
+        frame = ingest(
+            raw,
+            time_field=spec.time_field,
+            ts_field=spec.ts_field_name,
+            meta_field=spec.stream_meta_field_name,
+            operator="SourceOperator",
+            problems=ctx.problems,
+            path="/pipeline/0/$source/timeField",
         )
+        self.meta = json.dumps({"type": source_type(pipeline[0]["$source"])})
+        plan = SourcePlan(frame=frame, source_type=source_type(pipeline[0]["$source"]))
         compiled = compile_after_source(parsed, plan, ctx, test_clock=True, partitions=partitions)
         self.compiled = compiled
         self.collector = Collector()

@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 
 from pipeline_stages._base import PipelineInvalid
-from pipeline_stages._engine import window_batch
-from pipeline_stages._engine.sources import RAW_SCHEMA
 from pipeline_stages._engine.window_batch import ENGINE_CONF
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.conformance.spark_executor import (
@@ -39,7 +37,6 @@ from tests.integration.test_window_operator import (
 pytestmark = pytest.mark.spark
 
 LATE = "Input document arrived late."
-RAW_COLUMNS = [field.split()[0] for field in RAW_SCHEMA.split(",")]
 
 
 def batch_windows(inner: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
@@ -83,31 +80,6 @@ def test_batch_engine_gives_the_operators_results_at_every_batch_size(kind: str)
     assert runs[1] == runs[10] == runs[1000] == operator
     assert any(r["errInfo"]["reason"] == LATE for r in operator[1])
     assert any("GroupOperator with error" in r["errInfo"]["reason"] for r in operator[1])
-
-
-@pytest.mark.parametrize("fetch", ["filtered", "whole batch"])
-def test_late_documents_dlq_copies_show_the_stages_before_the_window(
-    fetch: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The engine's query ends at the source's raw records; it ships whether a document has
-    # a DLQ copy, and copies only the late ones in a second job (filtered on their source
-    # positions up to a limit, else over the whole batch).
-    if fetch == "whole batch":
-        monkeypatch.setattr(window_batch, "_FILTERED_FETCH_MAX", 0)
-    before = [
-        {"$addFields": {"twice": {"$multiply": ["$v", 2]}}},
-        {"$match": {"id": {"$ne": 3}}},
-    ]
-    source, window = pipeline(batch_windows()["hopping"])
-    stages = [source, *before, window]
-    steps = stream(seed=11)
-    operator = run(SparkExecutor(), stages, steps, batch=1000)
-    executor = SparkBatchExecutor()
-    by_size = {size: run(executor, stages, steps, batch=size) for size in (1, 1000)}
-    assert executor.compiled.envelopes.columns == RAW_COLUMNS
-    assert by_size[1] == by_size[1000] == operator
-    late = [r for r in operator[1] if r["errInfo"]["reason"] == LATE]
-    assert late and all(r["doc"]["twice"] == 2 * r["doc"]["v"] for r in late)
 
 
 class ReplayingWindow:

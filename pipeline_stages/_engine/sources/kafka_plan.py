@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
+from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._engine.context import SourcePlan
 from pipeline_stages._engine.frame import META, StreamFrame
 from pipeline_stages._engine.ingest import ingest_source
@@ -82,21 +82,15 @@ def compile_kafka_source(
         "groupId": _group_id(spec) or "",
     }
     raw = _native_stream(ctx.spark, options, topics) if native else _python_stream(ctx, options)
-    raw = observe(raw)
-
-    def frame_of(records: DataFrame, problems: ProblemCollector) -> StreamFrame:
-        frame = ingest_source(records, spec, operator=operator, problems=problems, body=body)
-        return fail_key_errors(frame, operator)
-
+    frame = ingest_source(observe(raw), spec, operator=operator, problems=ctx.problems, body=body)
+    frame = fail_key_errors(frame, operator)
     return SourcePlan(
-        frame=frame_of(raw, ctx.problems),
+        frame=frame,
         finite_total=None,
         source_type=K.SOURCE_TYPE,
         # One topic: parts are 0..n-1, so a silent partition holds the watermark back (§4.6).
         # Several topics: parts are sparse; only the partitions that produced count.
         partitions=partitions if len(topics) == 1 else None,
-        raw=raw,
-        frame_of=frame_of,
     )
 
 

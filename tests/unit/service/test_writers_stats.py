@@ -196,24 +196,3 @@ def test_a_watermark_read_back_from_the_store_keeps_its_ejson_form() -> None:
     assert LiveStats({"watermark": {"$date": "2024-01-01T00:00:01.000Z"}}).watermark == {
         "$date": "2024-01-01T00:00:01.000Z"
     }
-
-
-def test_last_batch_counts_the_sources_records_once() -> None:
-    # The batch window engine reads a batch with late documents twice: Spark's
-    # `numInputRows` (and rate) count its records twice, the source's observed count once.
-    stats = LiveStats()
-    stats.record_progress(
-        {
-            "batchId": 0,
-            "numInputRows": 10,
-            "processedRowsPerSecond": 20.0,
-            "observedMetrics": {"sluice_source_input": {"count": 5, "bytes": 50}},
-            "durationMs": {"triggerExecution": 250},
-        }
-    )
-    assert stats.last_batch is not None
-    assert stats.last_batch["numInputRows"] == 5
-    assert stats.last_batch["processedRowsPerSecond"] == 10.0
-    stats.record_progress({"batchId": 1, "numInputRows": 4, "processedRowsPerSecond": 8.0})
-    assert stats.last_batch["numInputRows"] == 4
-    assert stats.last_batch["processedRowsPerSecond"] == 8.0
