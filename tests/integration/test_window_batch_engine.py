@@ -82,6 +82,23 @@ def test_batch_engine_gives_the_operators_results_at_every_batch_size(kind: str)
     assert any("GroupOperator with error" in r["errInfo"]["reason"] for r in operator[1])
 
 
+def test_stages_before_the_window_reach_the_batch_engine_and_the_dlq_copies() -> None:
+    before = [
+        {"$addFields": {"twice": {"$multiply": ["$v", 2]}}},
+        {"$match": {"id": {"$ne": 3}}},
+    ]
+    source, window = pipeline(batch_windows()["hopping"])
+    stages = [source, *before, window]
+    steps = stream(seed=11)
+    operator = run(SparkExecutor(), stages, steps, batch=1000)
+    by_size = {size: run(SparkBatchExecutor(), stages, steps, batch=size) for size in (1, 1000)}
+    assert by_size[1] == by_size[1000] == operator
+    # A late document's DLQ copy is the document as it entered the window.
+    late = [r for r in operator[1] if r["errInfo"]["reason"] == LATE]
+    assert late and all(r["doc"]["twice"] == 2 * r["doc"]["v"] for r in late)
+    assert all(r["doc"]["id"] != 3 for r in operator[1])
+
+
 class ReplayingWindow:
     """Makes a batch engine run every micro-batch twice under its batch id, as Spark's
     replay after a crash that followed the state save would, and checks that both agree."""
