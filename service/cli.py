@@ -74,7 +74,10 @@ def process(
         float, typer.Option("--max-seconds", help="Stop after this long (Atlas: 10 minutes).")
     ] = 600.0,
 ) -> None:
-    """Run a pipeline ephemerally on a local SparkSession, like Atlas's sp.process."""
+    """Run a pipeline ephemerally on a local SparkSession, like Atlas's sp.process.
+
+    Spark settings come from SLUICE_SPARK_CONF_FILE, SLUICE_SPARK_CONF and
+    SLUICE_SPARK_CONF_<key> variables, as for `sluice serve`."""
     from service.process import EXIT_INVALID, run_process
 
     try:

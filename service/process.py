@@ -8,7 +8,9 @@ A pipeline ending in `$merge`/`$emit` writes to its sink instead of printing doc
 records, the sink's write errors included, are still printed). Connections other than the
 built-ins are the ones registered with the service sharing this machine's data directory
 (`SLUICE_DATA_DIR`, default `~/.sluice`; `SLUICE_STORE_URL`), and `local` is that
-directory's embedded store, as for `sluice serve`.
+directory's embedded store, as for `sluice serve`. So are Spark settings: the session reads
+`SLUICE_SPARK_CONF_FILE`, `SLUICE_SPARK_CONF` and `SLUICE_SPARK_CONF_<key>` variables
+(`service.spark_conf`), e.g. to run windows on the batch engine.
 """
 
 from __future__ import annotations
@@ -128,7 +130,11 @@ def run_process(
     except PipelineInvalid as error:
         err.write(problems_json(error) + "\n")
         return EXIT_INVALID
-    spark = spark_factory() if spark_factory else _default_session()
+    try:
+        spark = spark_factory() if spark_factory else _default_session()
+    except ValueError as error:  # a malformed SLUICE_SPARK_CONF* setting
+        err.write(json.dumps({"error": str(error)}) + "\n")
+        return EXIT_INVALID
     register_all(spark)
     local = _LocalStore(local_store)
     try:
@@ -244,9 +250,15 @@ def _sink_writer(
 
 
 def _default_session() -> Any:
-    from pipeline_stages._engine.session import build_session
+    """A local session with the Spark settings the service would take from the environment
+    (`service.spark_conf`: e.g. `SLUICE_SPARK_CONF_spark__sluice__window__engine=batch`)."""
+    import os
 
-    return build_session(master="local[*]", app_name="sluice-process")
+    from pipeline_stages._engine.session import build_session
+    from service.spark_conf import environment_conf
+
+    conf = environment_conf(os.environ)
+    return build_session(master="local[*]", app_name="sluice-process", conf=conf)
 
 
 def _run_query(

@@ -18,6 +18,7 @@ itself contains `__` cannot be written this way (use the JSON or the file).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -106,3 +107,24 @@ def merged_conf(
     conf.update(json_conf)
     conf.update(conf_from_environ(environ))
     return conf
+
+
+def environment_conf(environ: Mapping[str, str]) -> dict[str, str]:
+    """The Spark settings the environment gives, read as the service reads them (file, then
+    `SLUICE_SPARK_CONF`, then per-key variables), for commands without the service's
+    settings (`sluice process`).
+
+    Raises:
+        ValueError: Naming the variable (or file line) that is malformed.
+    """
+    file = environ.get("SLUICE_SPARK_CONF_FILE", "").strip()
+    raw = environ.get("SLUICE_SPARK_CONF", "").strip()
+    try:
+        json_conf = json.loads(raw) if raw else {}
+    except json.JSONDecodeError as error:
+        raise ValueError(f"SLUICE_SPARK_CONF: not valid JSON ({error.msg})") from None
+    if not isinstance(json_conf, dict) or not all(
+        isinstance(value, str) for value in json_conf.values()
+    ):
+        raise ValueError('SLUICE_SPARK_CONF: expected a JSON object of strings, e.g. {"k": "v"}')
+    return merged_conf(file=Path(file) if file else None, json_conf=json_conf, environ=environ)

@@ -91,21 +91,29 @@ EXPECTED = [
 ]
 
 
-def run_process(tmp_path: Path, *extra: str) -> list[Any]:
-    """Run `sluice process` on the pipeline; returns the printed lines, decoded."""
+def invoke(
+    tmp_path: Path, *extra: str, pipeline: Any = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `sluice process` on `pipeline` (default `PIPELINE`) with `env` added."""
     path = tmp_path / "pipeline.json"
-    path.write_text(json.dumps(PIPELINE), encoding="utf-8")
+    path.write_text(json.dumps(PIPELINE if pipeline is None else pipeline), encoding="utf-8")
     sluice = shutil.which("sluice")
     assert sluice is not None, "the sluice console script is not installed"
-    env = {**os.environ, "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1"}
-    done = subprocess.run(
+    return subprocess.run(
         [sluice, "process", str(path), "--max-seconds", "240", *extra],
         capture_output=True,
         text=True,
         timeout=300,
-        env=env,
+        env={**os.environ, "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1", **(env or {})},
         check=False,
     )
+
+
+def run_process(
+    tmp_path: Path, *extra: str, pipeline: Any = None, env: dict[str, str] | None = None
+) -> list[Any]:
+    """Run `sluice process`; returns the printed lines, decoded."""
+    done = invoke(tmp_path, *extra, pipeline=pipeline, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "stopped after" not in done.stderr, "the run did not finish on its own"
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
@@ -120,3 +128,35 @@ def test_process_emits_windows_dlq_and_exits_after_the_idle_close(
     for number, (want, got) in enumerate(zip(EXPECTED, lines, strict=True)):
         problems = mismatches(from_ejson(want), from_ejson(got))
         assert not problems, f"line {number}: {problems}: {got}"
+
+
+ENGINE = "SLUICE_SPARK_CONF_spark__sluice__window__engine"
+
+
+def without_idle_timeout() -> list[dict[str, Any]]:
+    source, window = PIPELINE
+    body = {k: v for k, v in window["$tumblingWindow"].items() if k != "idleTimeout"}
+    return [source, {"$tumblingWindow": body}]
+
+
+def test_process_takes_spark_settings_from_the_environment_batch_engine(tmp_path: Path) -> None:
+    # Without idleTimeout the batch engine can run the window; [4, 6) then never closes.
+    lines = run_process(tmp_path, pipeline=without_idle_timeout(), env={ENGINE: "batch"})
+    assert len(lines) == len(EXPECTED) - 1, lines
+    for number, (want, got) in enumerate(zip(EXPECTED, lines, strict=False)):
+        problems = mismatches(from_ejson(want), from_ejson(got))
+        assert not problems, f"line {number}: {problems}: {got}"
+
+
+def test_process_reports_a_bad_spark_setting_from_the_environment(tmp_path: Path) -> None:
+    done = invoke(tmp_path, pipeline=without_idle_timeout(), env={ENGINE: "fast"})
+    assert done.returncode == 2, done.stderr[-3000:]
+    (problem,) = json.loads(done.stderr.strip().splitlines()[-1])["problems"]
+    assert problem["path"] == "/pipeline/1/$tumblingWindow"
+    assert "spark.sluice.window.engine" in problem["message"]
+    malformed = invoke(tmp_path, env={"SLUICE_SPARK_CONF": "{"})
+    assert malformed.returncode == 2
+    assert json.loads(malformed.stderr.strip().splitlines()[-1]) == {
+        "error": "SLUICE_SPARK_CONF: not valid JSON (Expecting property name enclosed in "
+        "double quotes)"
+    }

@@ -24,6 +24,7 @@ from service.spark_code import (
 from service.spark_conf import (
     conf_from_environ,
     env_name_for,
+    environment_conf,
     key_for_env,
     merged_conf,
     read_spark_defaults,
@@ -106,6 +107,31 @@ def test_conf_sources_merge_file_then_json_then_variables(tmp_path: Path) -> Non
         "spark.driver.extraJavaOptions": "-Da=1 -Db=2",
     }
     assert conf_from_environ({"SLUICE_SPARK_CONF": "{}", "SLUICE_SPARK_CONF_FILE": "x"}) == {}
+
+
+def test_environment_conf_reads_every_source_as_the_service_does(tmp_path: Path) -> None:
+    conf_file = tmp_path / "spark-defaults.conf"
+    conf_file.write_text("spark.executor.memory 4g\nspark.executor.cores 2\n")
+    environ = {
+        "SLUICE_SPARK_CONF_FILE": str(conf_file),
+        "SLUICE_SPARK_CONF": '{"spark.executor.cores": "3", "spark.sluice.window.engine": "x"}',
+        "SLUICE_SPARK_CONF_spark__sluice__window__engine": "batch",
+    }
+    assert environment_conf(environ) == {
+        "spark.executor.memory": "4g",
+        "spark.executor.cores": "3",
+        "spark.sluice.window.engine": "batch",
+    }
+    assert environment_conf({}) == {}
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [("{", "not valid JSON"), ("[1]", "JSON object of strings"), ('{"k": 1}', "of strings")],
+)
+def test_environment_conf_names_a_malformed_json_variable(raw: str, message: str) -> None:
+    with pytest.raises(ValueError, match=f"SLUICE_SPARK_CONF: .*{message}"):
+        environment_conf({"SLUICE_SPARK_CONF": raw})
 
 
 def test_settings_merge_every_spark_conf_source(
