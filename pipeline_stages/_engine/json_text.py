@@ -4,11 +4,23 @@ Spark's `parse_json` stores `1.0` as the decimal `1` (and prints it back as `1`)
 int/double distinction MQL keeps. Written with an exponent (`1.0e0`) it is stored as a DOUBLE.
 Sources therefore rewrite every fractional number literal outside strings before Spark parses
 the text.
+
+`variant_json` renders a VARIANT the way Spark's `to_json` does, in Python, for the batch
+engine's late-document copies (`window_batch.shipped_rows`).
 """
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import decimal
+import json
+import math
 import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import VariantVal
 
 _STRING_OR_DECIMAL = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+\.\d+)(?![\deE.])')
 
@@ -23,3 +35,53 @@ def prefer_double(text: str) -> str:
     if "." not in text:
         return text
     return _STRING_OR_DECIMAL.sub(_rewrite, text)
+
+
+#: A VARIANT decimal has at most 38 digits; PySpark builds it under the current context.
+_DECIMAL_CONTEXT = decimal.Context(prec=40)
+
+
+def variant_json(variant: VariantVal) -> str:
+    """Spark's `to_json` of `variant` (session time zone UTC), as text that parses to the
+    same values.
+
+    Not `VariantVal.toJson`: that rounds decimals past 28 digits, prints a decimal's
+    trailing zeros (Spark drops them: `1.0` is `1`), and writes NaN and infinities as
+    Python's `nan`/`inf`, which no JSON parser reads."""
+    with decimal.localcontext(_DECIMAL_CONTEXT):
+        return _json(variant.toPython())
+
+
+def _json(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + _json(v) for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json(v) for v in value) + "]"
+    if value is None or isinstance(value, bool | int | str):
+        return json.dumps(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value.normalize(_DECIMAL_CONTEXT), "f")
+    if isinstance(value, bytes):
+        return json.dumps(base64.b64encode(value).decode("ascii"))
+    if isinstance(value, dt.datetime):
+        return json.dumps(_timestamp_text(value))
+    if isinstance(value, dt.date):
+        return json.dumps(value.isoformat())
+    raise TypeError(f"no JSON form for a VARIANT value of type {type(value).__name__}")
+
+
+def _timestamp_text(moment: dt.datetime) -> str:
+    """Spark's text of a timestamp: fraction without trailing zeros, `+00:00` in UTC."""
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    if moment.tzinfo is not None:
+        offset = moment.strftime("%z")
+        text += f"{offset[:3]}:{offset[3:]}"
+    return text

@@ -7,8 +7,10 @@ columns) come to the driver through Arrow, and the driver runs on them exactly w
 operator's single bucket runs (`sort_rows`, `segments`, `run_segment` on the window kind's
 core), against state it keeps itself. The results are the operator's, whatever the batch size.
 
-What it saves against the operator: the shuffle to the operator's bucket and Spark's state
-store (it still pickles its whole state to a file per batch). What it does not do yet:
+What it saves against the operator: the shuffle to the operator's bucket, Spark's state
+store (it still pickles its whole state to a file per batch), and the JSON text of every
+document's DLQ copy: it reads the batch as Arrow (`shipped_rows`), so the copies stay VARIANT
+binaries and only late documents are rendered. What it does not do yet:
 aggregate on-time documents natively (see `benchmarks/window_cutoff_spike.py`); its folds run
 in Python on one core, as the operator's do. The batch is held in the driver's memory, as it
 is in the operator's Python worker.
@@ -38,12 +40,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import VariantVal
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.envelope import ENVELOPE_SCHEMA
+from pipeline_stages._engine.json_text import variant_json
 from pipeline_stages._engine.window_clock import Clock
-from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS, Emitter
+from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS, Emitter, late_doc
 from pipeline_stages._engine.window_operator import (
     make_core,
     run_segment,
@@ -55,6 +63,8 @@ from pipeline_stages._engine.window_operator import (
 ENGINE_CONF = "spark.sluice.window.engine"
 ENGINES = ("operator", "batch")
 _STATE_VERSION = 1
+#: Whether a row ships a late-document copy (`C.ORIG`); see `shipped_columns`.
+HAS_COPY = "__w_has_copy"
 _STATE_SUFFIX = ".state"
 
 
@@ -114,7 +124,7 @@ class BatchWindow:
         clock, core_state = self._load(batch_id)
         out = Emitter(spec.source)
         core = make_core(spec, core_state, clock, out)
-        rows = batch.toPandas()
+        rows, doc_text = shipped_rows(batch.toArrow())
         if len(rows):
             now = int(time.time() * 1000)
             # As in the operator: the state's many small lists make cyclic GC passes cost
@@ -123,7 +133,7 @@ class BatchWindow:
             gc.disable()
             try:
                 for at, segment in segments(sort_rows([rows]), spec, now):
-                    run_segment(core, clock, spec, at, segment)
+                    run_segment(core, clock, spec, at, segment, doc_text)
             finally:
                 if enabled:
                     gc.enable()
@@ -183,6 +193,44 @@ class BatchWindow:
             if old < batch_id - 1 or old > batch_id:
                 (self.state_dir / _state_name(old)).unlink(missing_ok=True)
         return blob
+
+
+def shipped_columns(columns: list[str]) -> list[Column]:
+    """The engine's input: the operator's columns (`window_compile._shipped`), with the
+    late-document copy kept a VARIANT (see `shipped_rows`) that is never SQL NULL, because
+    PySpark's `toArrow` declares a VARIANT's two binaries non-nullable and fails on a null
+    one; `HAS_COPY` says whether the row has a copy."""
+    copy = F.col(C.ORIG)
+    shipped = [
+        F.coalesce(copy, F.parse_json(F.lit("null"))).alias(name) if name == C.ORIG else F.col(name)
+        for name in columns
+    ]
+    return [*shipped, copy.isNotNull().alias(HAS_COPY)]
+
+
+def shipped_rows(table: pa.Table) -> tuple[pd.DataFrame, Callable[[Any], str | None]]:
+    """The batch's rows as pandas, and the renderer of their late-document copies.
+
+    The copies (`C.ORIG`, one VARIANT per healthy document) stay Arrow binaries: their cells
+    are row numbers into them (None: no copy), and only a late document is ever rendered
+    (`late_doc`). `to_json` of every document in Spark plus a Python string each was ~30 %
+    of a 125k-row batch (README, *Performance*); converting the VARIANTs to pandas would
+    build a `VariantVal` per row."""
+    docs = table.column(C.ORIG).combine_chunks()
+    present = table.column(HAS_COPY).to_numpy()
+    rows = table.drop_columns([C.ORIG, HAS_COPY]).to_pandas()
+    cells = np.where(present, np.arange(len(docs)), None)
+    rows.insert(table.column_names.index(C.ORIG), C.ORIG, cells)
+    if not len(docs):
+        return rows, late_doc
+    values, metadata = docs.field("value"), docs.field("metadata")
+
+    def doc_text(cell: Any) -> str | None:
+        if cell is None:
+            return None
+        return late_doc(variant_json(VariantVal(values[cell].as_py(), metadata[cell].as_py())))
+
+    return rows, doc_text
 
 
 def _state_name(batch_id: int) -> str:

@@ -52,7 +52,13 @@ from pipeline_stages._engine.envelope import (
 )
 from pipeline_stages._engine.frame import DOC, EVENT_MS, PART, SEQ, SUB, StreamFrame
 from pipeline_stages._engine.window_args import compile_group, compile_partition
-from pipeline_stages._engine.window_batch import ENGINE_CONF, ENGINES, BatchWindow, ineligible
+from pipeline_stages._engine.window_batch import (
+    ENGINE_CONF,
+    ENGINES,
+    BatchWindow,
+    ineligible,
+    shipped_columns,
+)
 from pipeline_stages._engine.window_blocking import is_simple
 from pipeline_stages._engine.window_inner import (
     InnerSplit,
@@ -239,7 +245,13 @@ def _bucket(spec: C.OperatorSpec) -> Any:
 def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec) -> Any:
     """Ship the compact columns (`_shipped`) to the operator and run it."""
     df, columns = shipped
-    compact = df.select(_bucket(spec).alias(C.BUCKET), *columns)
+    # The late-document copy as JSON text: text beats the VARIANT itself end to end here
+    # (measured, 1M rows in 125k batches, trivial operator: 72k vs 66k rows/s), because
+    # PySpark turns each shipped VARIANT into a dict and a `VariantVal` (0.31 s CPU per 125k
+    # rows, as much as the operator's own work). The batch engine reads Arrow instead and
+    # ships the VARIANT (`window_batch.shipped_rows`).
+    as_text = [F.to_json(c).alias(c) if c == C.ORIG else F.col(c) for c in columns]
+    compact = df.select(_bucket(spec).alias(C.BUCKET), *as_text)
     timeout = (
         GroupStateTimeout.NoTimeout
         if spec.source.test_clock
@@ -296,4 +308,4 @@ def _batch_window(
     if engine != "batch" or ineligible(spec) is not None:
         return None
     df, columns = shipped
-    return BatchWindow(spec, df.select(*columns), suffix)
+    return BatchWindow(spec, df.select(*shipped_columns(columns)), suffix)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,12 +106,13 @@ class Emitter:
         return df
 
 
-def late_doc(orig: Any) -> str | None:
-    """The JSON text of a late document (shipped as `to_json`, see `window_inner.with_flags`),
-    written so that `parse_json` keeps its doubles doubles."""
+def late_doc(orig: str | None) -> str | None:
+    """The JSON text of a late document from its shipped copy (a `C.ORIG` cell: the operator
+    ships `to_json` text, see `window_compile`), written so that `parse_json` keeps its doubles
+    doubles."""
     if orig is None:
         return None
-    return prefer_double(orig if isinstance(orig, str) else orig.toJson())
+    return prefer_double(orig)
 
 
 def late_meta(orig: str | None, source: C.WindowSource) -> str:
@@ -139,9 +141,13 @@ class Segment:
     ts: npt.NDArray[np.int64]
     pos: npt.NDArray[np.int64]
     pos_rows: npt.NDArray[np.int64]
+    #: A late document's JSON text from its `C.ORIG` cell (the engine decides what it ships).
+    doc_text: Callable[[Any], str | None] = late_doc
 
     @classmethod
-    def of(cls, df: pd.DataFrame, now: int) -> Segment:
+    def of(
+        cls, df: pd.DataFrame, now: int, doc_text: Callable[[Any], str | None] = late_doc
+    ) -> Segment:
         """Arrays of a sorted segment DataFrame."""
         part = df["part"].to_numpy(dtype=np.int64)
         seq = df["seq"].to_numpy(dtype=np.int64)
@@ -158,6 +164,7 @@ class Segment:
             ts=df["event_ms"].to_numpy(dtype=np.int64),
             pos=np.cumsum(new) - 1,
             pos_rows=np.flatnonzero(new),
+            doc_text=doc_text,
         )
 
     def __len__(self) -> int:

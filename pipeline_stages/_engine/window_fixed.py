@@ -30,7 +30,6 @@ from pipeline_stages._engine.window_emit import (
     WINDOW_SUB_STEP,
     Emitter,
     Segment,
-    late_doc,
     late_meta,
 )
 from pipeline_stages._engine.window_inner_rt import InnerRuntime
@@ -138,7 +137,7 @@ class FixedWindows:
             if orig[r] is None or ident in seen:
                 continue  # another row of the same document, or no DLQ configured
             seen.add(ident)
-            doc = late_doc(orig[r])
+            doc = seg.doc_text(orig[r])
             self.out.dlq(
                 part=int(seg.part[r]), seq=int(seg.seq[r]), sub=int(seg.sub[r]),
                 event_ms=int(seg.ts[r]), doc=doc, meta=late_meta(doc, self.spec.source),

@@ -129,13 +129,11 @@ def with_flags(frame: StreamFrame, *, test_clock: bool, has_dlq: bool) -> Stream
     df = df.withColumns(
         {
             C.DOC_SUB: F.col(SUB),
-            # The document's JSON, for the few that turn out late. Every healthy row ships it
-            # (lateness is decided per document in the operator, in arrival order). Text beats
-            # the VARIANT itself end to end (measured, 1M rows in 125k batches, trivial
-            # operator: 72k vs 66k rows/s): PySpark turns each shipped VARIANT into a dict and
-            # a `VariantVal` (0.31 s CPU per 125k rows, as much as the operator's own work)
-            # and renders a late one in pure Python (~1 ms each).
-            C.ORIG: F.when(is_ok & F.lit(has_dlq), F.to_json(F.col(DOC))),
+            # The document, for the few that turn out late. Every healthy row ships it
+            # (lateness is decided per document, in arrival order, after shipping). Each
+            # engine picks the form it ships (`window_compile`): JSON text to the operator,
+            # the VARIANT itself through Arrow to the batch engine.
+            C.ORIG: F.when(is_ok & F.lit(has_dlq), F.col(DOC)),
             C.FDOC: F.when(is_failed, F.to_json(F.col(DOC))),
             C.FMETA: F.when(is_failed, F.to_json(F.col(META))),
             C.REASON: F.when(is_failed, F.col(DLQ_REASON)),

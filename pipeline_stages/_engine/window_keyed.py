@@ -18,7 +18,7 @@ import pandas as pd
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.window_blocking import fold, key_text
-from pipeline_stages._engine.window_emit import Emitter, Segment, late_doc, late_meta
+from pipeline_stages._engine.window_emit import Emitter, Segment, late_meta
 from pipeline_stages._engine.window_inner_rt import InnerRuntime
 from pipeline_stages._engine.window_values import decode_json, window_meta
 from pipeline_stages._mql.pyvalues import MISSING, sort_key
@@ -106,7 +106,7 @@ class LateOnce:
         if ident in self.seen or self.orig[r] is None:
             return
         self.seen.add(ident)
-        doc = late_doc(self.orig[r])
+        doc = seg.doc_text(self.orig[r])
         self.out.dlq(
             part=int(seg.part[r]), seq=int(seg.seq[r]), sub=int(seg.sub[r]), event_ms=int(seg.ts[r]),
             doc=doc, meta=late_meta(doc, self.spec.source),

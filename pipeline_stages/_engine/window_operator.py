@@ -35,7 +35,7 @@ import pandas as pd
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.window_clock import Clock
-from pipeline_stages._engine.window_emit import Emitter, Segment
+from pipeline_stages._engine.window_emit import Emitter, Segment, late_doc
 from pipeline_stages._engine.window_values import date_json
 
 STATE_SCHEMA = "blob BINARY"
@@ -108,9 +108,15 @@ def segments(df: pd.DataFrame, spec: C.OperatorSpec, now: int) -> list[tuple[int
 
 
 def run_segment(
-    core: Any, clock: Clock, spec: C.OperatorSpec, now: int, rows: pd.DataFrame
+    core: Any,
+    clock: Clock,
+    spec: C.OperatorSpec,
+    now: int,
+    rows: pd.DataFrame,
+    doc_text: Callable[[Any], str | None] = late_doc,
 ) -> None:
-    """One segment: let processing time pass, then process the input (or the idleness)."""
+    """One segment: let processing time pass, then process the input (or the idleness).
+    `doc_text` renders a late document's shipped copy (`Segment.doc_text`)."""
     timeout = spec.source.partition_idle_timeout_ms
     clock.start(now, spec.source.partitions)
     clock.advance_to(now, timeout, core.on_rise)
@@ -121,7 +127,7 @@ def run_segment(
             core.idle()
         return
     clock.last_input_ms = now
-    seg = Segment.of(rows, now)
+    seg = Segment.of(rows, now, doc_text)
     if spec.processing_time:
         seg.ts = np.full(len(seg.ts), now, dtype=np.int64)
     first = seg.pos_rows

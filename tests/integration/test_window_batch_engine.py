@@ -25,6 +25,7 @@ from tests.conformance.spark_executor import (
     stop_active,
 )
 from tests.integration.test_window_operator import (
+    BASE_MS,
     GROUP,
     canonical,
     ms,
@@ -97,6 +98,52 @@ def test_stages_before_the_window_reach_the_batch_engine_and_the_dlq_copies() ->
     late = [r for r in operator[1] if r["errInfo"]["reason"] == LATE]
     assert late and all(r["doc"]["twice"] == 2 * r["doc"]["v"] for r in late)
     assert all(r["doc"]["id"] != 3 for r in operator[1])
+
+
+#: One value of every kind a document can hold, for the late documents' DLQ copies: the
+#: batch engine ships them as VARIANT binaries and renders them in Python, the operator as
+#: Spark's `to_json` text.
+VALUES: list[Any] = [
+    0, -1, 2**31, 2**53 + 1, 2**63 - 1, -(2**63), 0.1, -0.0, 1.0, 2.5, 1e20, 1e-7, 1.5e300,
+    5e-324, -123.456e-10, "", "plain", "quote \" backslash \\ slash /", "tab\tnew\nline\u0001",
+    "ünïcödé ✓ 😀", True, False, None, {}, [], {"a": [1, {"b": [None, 2.5, "x"]}]},
+    [[], [[]], {"c": {}}], {"$numberDecimal": "1.10"}, {"$numberDecimal": "-0.000001234"},
+    {"$numberLong": "5"}, {"$numberDouble": "NaN"}, {"$numberDouble": "-Infinity"},
+    {"$date": "2024-02-29T12:34:56.789Z"}, {"$oid": "65f0a1b2c3d4e5f601234567"},
+]  # fmt: skip
+
+
+def test_late_documents_dlq_copies_are_the_operators_for_every_kind_of_value() -> None:
+    computed = {
+        "$addFields": {
+            "third": {"$divide": ["$id", 3]},
+            "when": {"$toDate": "$ts"},
+            "dec": {"$toDecimal": 1.5},
+            "long": {"$toLong": "$id"},
+            "parts": {"$split": ["a,b", ","]},
+        }
+    }
+    source, window = pipeline(batch_windows()["tumbling"])
+    stages = [source, computed, window]
+    far = {
+        "id": 0,
+        "k": "a",
+        "v": 1,
+        "d": 1,
+        "ts": {"$date": {"$numberLong": str(BASE_MS + 60_000)}},
+    }
+    late = [
+        {"id": n, "k": "b", "v": 1, "d": 1, "val": value, "ts": {"$date": {"$numberLong": str(BASE_MS + n)}}}
+        for n, value in enumerate(VALUES, start=1)
+    ]  # fmt: skip
+    steps = [far, *late]
+    operator = run(SparkExecutor(), stages, steps, batch=1000)
+    batch = run(SparkBatchExecutor(), stages, steps, batch=1000)
+    copies = [r for r in operator[1] if r["errInfo"]["reason"] == LATE]
+    assert len(copies) == len(VALUES)
+    assert batch == operator
+    # `==` takes 1 for 1.0; the canonical form keeps ints, doubles and decimals apart.
+    assert canonical(batch[1]) == canonical(operator[1])
 
 
 class ReplayingWindow:
