@@ -189,7 +189,9 @@ class SparkEngine:
         self.session()
         return {"pid": os.getpid(), "jvmPid": self._jvm_pid}
 
-    def _compile(self, request: CompileRequest) -> tuple[Any, list[Problem]]:
+    def _compile(
+        self, request: CompileRequest, window_engine: str | None = None
+    ) -> tuple[Any, list[Problem]]:
         from pipeline_stages import parse_pipeline
         from pipeline_stages._engine.context import CompileContext, ConnectionInfo
         from pipeline_stages._engine.plan import compile_pipeline
@@ -205,6 +207,7 @@ class SparkEngine:
                 for name, c in request.connections.items()
             },
             data_dir=str(self._settings.data_dir),
+            window_engine=window_engine,
         )
         with self._compile_lock:
             compiled = compile_pipeline(parse_pipeline(request.pipeline), ctx)
@@ -216,10 +219,14 @@ class SparkEngine:
         return warnings
 
     def launch(self, request: RunRequest) -> SparkQueryHandle:
-        """Compile the pipeline and start its query."""
+        """Compile the pipeline (on its checkpoint's window engine) and start its query."""
         from pipeline_stages._engine.session import start_query
+        from pipeline_stages._engine.window_batch import ENGINE_CONF
+        from service.window_engine import WINDOW_STATE_DIR, checkpoint_engine
 
-        compiled, _ = self._compile(request.compile)
+        configured = self.session().conf.get(ENGINE_CONF, "operator") or "operator"
+        engine = checkpoint_engine(request.checkpoint_dir, configured)
+        compiled, _ = self._compile(request.compile, window_engine=engine)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         writer = (
             compiled.envelopes.writeStream.queryName(f"sluice_{request.processor_id}")
@@ -228,7 +235,7 @@ class SparkEngine:
                     request.writer,
                     processor=request.compile.name,
                     # The batch window engine's state: the driver's, so always local.
-                    state_dir=str(request.checkpoint_dir / "sluice-window-state"),
+                    state_dir=str(request.checkpoint_dir / WINDOW_STATE_DIR),
                 )
             )
             .option("checkpointLocation", self.checkpoint_location(request))

@@ -46,6 +46,9 @@ class CompileContext:
     #: Set while compiling stages that precede a window stage: filtered documents must then
     #: stay in the stream as ticks so they still advance the watermark.
     window_ahead: bool = False
+    #: The window engine of the checkpoint being run (`service.window_engine`); None: the
+    #: Spark conf `spark.sluice.window.engine` decides.
+    window_engine: str | None = None
 
     def connection(self, name: str) -> ConnectionInfo | None:
         """Look a connection up, built-ins included."""

@@ -286,8 +286,9 @@ def _shipped(frame: StreamFrame, spec: C.OperatorSpec) -> tuple[Any, list[str]]:
 
 
 def _engine(ctx: Any, path: str, key: str) -> str:
-    """The window engine the Spark conf `spark.sluice.window.engine` asks for."""
-    engine = ctx.spark.conf.get(ENGINE_CONF, "operator") or "operator"
+    """The window engine of the checkpoint being run (`CompileContext.window_engine`), else
+    the one the Spark conf `spark.sluice.window.engine` asks for."""
+    engine = ctx.window_engine or ctx.spark.conf.get(ENGINE_CONF, "operator") or "operator"
     if engine not in ENGINES:
         ctx.problems.error(
             join_path(path, key),

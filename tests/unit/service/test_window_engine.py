@@ -1,0 +1,63 @@
+"""`service.window_engine`: a checkpoint keeps the window engine it started with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.window_engine import (
+    PIN_FILE,
+    WINDOW_STATE_DIR,
+    EnginePinError,
+    checkpoint_engine,
+)
+
+
+def test_a_fresh_checkpoint_takes_the_configured_engine_and_records_it(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "g000001"
+    assert checkpoint_engine(checkpoint, "batch") == "batch"
+    assert (checkpoint / PIN_FILE).read_text() == "batch\n"
+    # The conf changed since: the checkpoint stays on the engine that wrote its state.
+    assert checkpoint_engine(checkpoint, "operator") == "batch"
+    assert not list(checkpoint.glob(".*.tmp"))
+
+
+def test_a_recorded_operator_checkpoint_stays_on_the_operator(tmp_path: Path) -> None:
+    assert checkpoint_engine(tmp_path, "operator") == "operator"
+    assert checkpoint_engine(tmp_path, "batch") == "operator"
+
+
+def test_an_unrecorded_checkpoint_with_batch_engine_state_is_the_batch_engines(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / WINDOW_STATE_DIR).mkdir()
+    (tmp_path / WINDOW_STATE_DIR / "00000000000000000003.state").write_bytes(b"x")
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "3").write_text("v1")
+    assert checkpoint_engine(tmp_path, "operator") == "batch"
+    assert (tmp_path / PIN_FILE).read_text() == "batch\n"
+
+
+def test_an_unrecorded_checkpoint_with_only_spark_offsets_is_the_operators(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text("v1")
+    (tmp_path / WINDOW_STATE_DIR).mkdir()  # created, but no batch ever saved state in it
+    assert checkpoint_engine(tmp_path, "batch") == "operator"
+
+
+def test_an_unknown_configured_engine_is_left_to_the_compiler_and_not_recorded(
+    tmp_path: Path,
+) -> None:
+    assert checkpoint_engine(tmp_path, "turbo") == "turbo"
+    assert not (tmp_path / PIN_FILE).exists()
+
+
+def test_a_corrupt_record_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / PIN_FILE).write_text("turbo\n")
+    with pytest.raises(
+        EnginePinError, match=r"sluice-window-engine records the window engine 'turbo'"
+    ):
+        checkpoint_engine(tmp_path, "batch")
