@@ -377,13 +377,14 @@ def drained(handle: Any, timeout_s: float = 120.0) -> None:
     """Return once the query waits for new input: no batch running, none due (Spark runs a
     micro-batch without input while its watermark still has windows to close)."""
     deadline = time.monotonic() + timeout_s
-    while (
-        handle.status["message"] != "Waiting for data to arrive" or handle.status["isTriggerActive"]
-    ):
+    while True:
+        status = handle.status  # one snapshot: both fields from the same moment
+        if status["message"] == "Waiting for data to arrive" and not status["isTriggerActive"]:
+            return
         if handle.exception() is not None:
             raise RuntimeError(str(handle.exception()))
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the query did not drain: {handle.status}")
+            raise RuntimeError(f"the query did not drain: {status}")
         time.sleep(0.02)
 
 
