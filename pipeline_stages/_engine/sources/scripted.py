@@ -22,6 +22,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
+from pipeline_stages._engine.json_text import prefer_double
 from pipeline_stages._engine.sources.raw_source import RawRecordSource
 
 FORMAT = "sluice_scripted"
@@ -71,11 +72,12 @@ class ScriptedStreamReader(DataSourceStreamReader):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Yield the rows of one batch file."""
+        """Yield the rows of one batch file; fractional numbers stay doubles, as every real
+        source keeps them (`prefer_double`)."""
         if not isinstance(partition, _Batch):
             raise TypeError(f"unexpected partition {partition!r}")
         for part, seq, raw, ts, meta in json.loads(Path(partition.path).read_text("utf-8")):
-            yield (int(part), int(seq), raw, int(ts), meta)
+            yield (int(part), int(seq), None if raw is None else prefer_double(raw), int(ts), meta)
 
 
 class ScriptedDataSource(RawRecordSource):
