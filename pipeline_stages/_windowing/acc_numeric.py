@@ -108,11 +108,8 @@ def _as_double_or_decimal(value: Fraction, widest: int) -> Any:
     return _to_double(value)
 
 
-class Sum(Accumulator):
-    """`$sum`: non-numbers ignored; ints stay int, become long past 32 bits and double past 64
-    bits; any double makes the result double, any decimal makes it decimal; 0 when empty."""
-
-    op = "$sum"
+class _SumState(Accumulator):
+    """`$sum` and `$avg` fold into the same exact sum (`_ExactSum`); they finalize apart."""
 
     def init(self) -> list[int]:
         return _ExactSum.init()
@@ -126,6 +123,13 @@ class Sum(Accumulator):
 
     def merge(self, left: list[int], right: list[int]) -> list[int]:
         return _ExactSum.merge(left, right)
+
+
+class Sum(_SumState):
+    """`$sum`: non-numbers ignored; ints stay int, become long past 32 bits and double past 64
+    bits; any double makes the result double, any decimal makes it decimal; 0 when empty."""
+
+    op = "$sum"
 
     def finalize(self, state: list[int]) -> Any:
         widest = state[7]
@@ -142,23 +146,10 @@ class Sum(Accumulator):
         return _as_double_or_decimal(_ExactSum.exact(state), widest)
 
 
-class Avg(Accumulator):
+class Avg(_SumState):
     """`$avg`: mean of the numeric inputs as a double (decimal if any decimal); null if none."""
 
     op = "$avg"
-
-    def init(self) -> list[int]:
-        return _ExactSum.init()
-
-    @override
-    def add(
-        self, state: list[int], value: Any, *, order: int, doc: Mapping[str, Any] | None = None
-    ) -> Any:
-        _ExactSum.add(state, value)
-        return state
-
-    def merge(self, left: list[int], right: list[int]) -> list[int]:
-        return _ExactSum.merge(left, right)
 
     def finalize(self, state: list[int]) -> Any:
         if state[0] == 0:

@@ -84,7 +84,22 @@ def compare_sort_values(
     return 0
 
 
-class _TopBottom(Accumulator):
+class _Bounded(Accumulator):
+    """A list of entries truncated to the `n` best (`_keep`) after every add and merge."""
+
+    n: int
+
+    def _keep(self, entries: list[list[Any]]) -> list[list[Any]]:
+        raise NotImplementedError
+
+    def init(self) -> list[list[Any]]:
+        return []
+
+    def merge(self, left: list[list[Any]], right: list[list[Any]]) -> Any:
+        return self._keep(left + right)
+
+
+class _TopBottom(_Bounded):
     """Shared machinery of `$top`, `$bottom`, `$topN`, `$bottomN`.
 
     Entry: `[sort_values, order, output]`; the total order is sortBy then arrival.
@@ -114,9 +129,6 @@ class _TopBottom(Accumulator):
         ordered = sorted(entries, key=self._key)
         return ordered[-self.n :] if self.bottom else ordered[: self.n]
 
-    def init(self) -> list[list[Any]]:
-        return []
-
     @override
     def add(
         self,
@@ -130,9 +142,6 @@ class _TopBottom(Accumulator):
         values = [None if v is MISSING else v for v in values]
         output = None if value is MISSING else value
         return self._keep([*state, [values, order, output]])
-
-    def merge(self, left: list[list[Any]], right: list[list[Any]]) -> Any:
-        return self._keep(left + right)
 
     def finalize(self, state: list[list[Any]]) -> Any:
         outputs = [entry[2] for entry in sorted(state, key=self._key)]
@@ -173,10 +182,8 @@ class BottomN(_TopBottom):
     bottom = True
 
 
-class _ByArrival(Accumulator):
-    """`$firstN`/`$lastN: {input, n}`. Entry: `[order, value]`."""
-
-    last: ClassVar[bool]
+class _InputN(_Bounded):
+    """`{input, n}` accumulators. Entry: `[order, value]`."""
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
@@ -187,12 +194,18 @@ class _ByArrival(Accumulator):
     def input_expr(self) -> Any:
         return self.spec["input"]
 
+    def finalize(self, state: list[list[Any]]) -> list[Any]:
+        return [value for _, value in self._keep(state)]
+
+
+class _ByArrival(_InputN):
+    """`$firstN`/`$lastN`: the first or last `n` values by arrival (missing becomes null)."""
+
+    last: ClassVar[bool]
+
     def _keep(self, entries: list[list[Any]]) -> list[list[Any]]:
         ordered = sorted(entries, key=lambda entry: entry[0])
         return ordered[-self.n :] if self.last else ordered[: self.n]
-
-    def init(self) -> list[list[Any]]:
-        return []
 
     @override
     def add(
@@ -204,12 +217,6 @@ class _ByArrival(Accumulator):
         doc: Mapping[str, Any] | None = None,
     ) -> Any:
         return self._keep([*state, [order, None if value is MISSING else value]])
-
-    def merge(self, left: list[list[Any]], right: list[list[Any]]) -> Any:
-        return self._keep(left + right)
-
-    def finalize(self, state: list[list[Any]]) -> list[Any]:
-        return [value for _, value in self._keep(state)]
 
 
 class FirstN(_ByArrival):
@@ -226,20 +233,14 @@ class LastN(_ByArrival):
     last = True
 
 
-class _ByValue(Accumulator):
-    """`$maxN`/`$minN: {input, n}`. Entry: `[order, value]`; null and missing are dropped."""
+class _ByValue(_InputN):
+    """`$maxN`/`$minN`: the `n` greatest or smallest values; null and missing are dropped."""
 
     descending: ClassVar[bool]
 
     def __init__(self, spec: Any) -> None:
         super().__init__(spec)
-        _check_fields(self.op, spec, {"input", "n"})
-        self.n = _parse_n(self.op, spec)
         self._key = cmp_to_key(self._compare)
-
-    @property
-    def input_expr(self) -> Any:
-        return self.spec["input"]
 
     def _compare(self, left: list[Any], right: list[Any]) -> int:
         ka, kb = sort_key(left[1]), sort_key(right[1])
@@ -250,9 +251,6 @@ class _ByValue(Accumulator):
 
     def _keep(self, entries: list[list[Any]]) -> list[list[Any]]:
         return sorted(entries, key=self._key)[: self.n]
-
-    def init(self) -> list[list[Any]]:
-        return []
 
     @override
     def add(
@@ -266,12 +264,6 @@ class _ByValue(Accumulator):
         if is_nullish(value):
             return state
         return self._keep([*state, [order, value]])
-
-    def merge(self, left: list[list[Any]], right: list[list[Any]]) -> Any:
-        return self._keep(left + right)
-
-    def finalize(self, state: list[list[Any]]) -> list[Any]:
-        return [value for _, value in self._keep(state)]
 
 
 class MaxN(_ByValue):
