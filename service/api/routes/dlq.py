@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from service.api import present
 from service.api.deps import ManagerDep, ProcessorName
@@ -25,35 +26,36 @@ Filter = Annotated[
 ]
 
 
-@router.get("/{name}/dlq", response_model=DlqPage, responses=present.errors(404))
-def list_dlq(
-    name: ProcessorName,
-    manager: ManagerDep,
+def _filters(
     reason: Reason = None,
     operator_name: Operator = None,
     dlq_from: From = None,
     dlq_to: To = None,
     mql: Filter = None,
+) -> DlqFilters:
+    """The query parameters both routes filter by."""
+    return DlqFilters(reason, operator_name, dlq_from, dlq_to, mql)
+
+
+Filters = Annotated[DlqFilters, Depends(_filters)]
+
+
+@router.get("/{name}/dlq", response_model=DlqPage, responses=present.errors(404))
+def list_dlq(
+    name: ProcessorName,
+    manager: ManagerDep,
+    filters: Filters,
     limit: Annotated[int, Query(ge=0, le=1000)] = 100,
     skip: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     sort: Literal["asc", "desc"] = "asc",
 ) -> dict[str, Any]:
     """The processor's DLQ documents by `dlqTime`, filtered, with the total count."""
-    filters = DlqFilters(reason, operator_name, dlq_from, dlq_to, mql, limit, skip, sort == "desc")
-    results, total = manager.dlq_targets.find(manager.get(name), filters)
+    page = replace(filters, limit=limit, skip=skip, newest_first=sort == "desc")
+    results, total = manager.dlq_targets.find(manager.get(name), page)
     return {"results": results, "totalCount": total}
 
 
 @router.delete("/{name}/dlq", response_model=DlqPurged, responses=present.errors(404))
-def purge_dlq(
-    name: ProcessorName,
-    manager: ManagerDep,
-    reason: Reason = None,
-    operator_name: Operator = None,
-    dlq_from: From = None,
-    dlq_to: To = None,
-    mql: Filter = None,
-) -> dict[str, Any]:
+def purge_dlq(name: ProcessorName, manager: ManagerDep, filters: Filters) -> dict[str, Any]:
     """Delete the processor's DLQ documents matching the filters (all without filters)."""
-    filters = DlqFilters(reason, operator_name, dlq_from, dlq_to, mql)
     return {"deletedCount": manager.dlq_targets.purge(manager.get(name), filters)}
