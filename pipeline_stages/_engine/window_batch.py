@@ -16,11 +16,12 @@ in Python on one core, as the operator's do. The batch is held in the driver's m
 is in the operator's Python worker.
 
 State (the clock and the window core's state) is saved per batch id in the directory its sink
-was given (`bind`): a batch starts from the state of the latest batch before it (kept live in
-memory from one batch to the next, read back from the file after a restart or a replay). Spark
-replays an unfinished batch with its id and data after a crash, so the replay recomputes the
-same outputs from the same state, and the sinks are idempotent on batch id. Without a
-directory the state is kept in memory (no recovery).
+was given (`bind`), as a snapshot or, for tumbling and hopping `$group` windows, a delta of
+the groups the batch folded into (`window_batch_state`): a batch starts from the state of the
+latest batch before it (kept live in memory from one batch to the next, read back from the
+files after a restart or a replay). Spark replays an unfinished batch with its id and data
+after a crash, so the replay recomputes the same outputs from the same state, and the sinks
+are idempotent on batch id. Without a directory the state is kept in memory (no recovery).
 
 What it runs (`ineligible`): every window kind and inner pipeline the operator runs, as one
 bucket, without a wall-clock rule (`idleTimeout`, `partitionIdleTimeout`, a processing-time
@@ -33,7 +34,6 @@ batch's frame.
 from __future__ import annotations
 
 import gc
-import os
 import pickle
 import time
 from collections.abc import Callable
@@ -50,6 +50,7 @@ from pyspark.sql.types import VariantVal
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.envelope import ENVELOPE_SCHEMA
 from pipeline_stages._engine.json_text import variant_json
+from pipeline_stages._engine.window_batch_state import FixedDelta, StateFiles
 from pipeline_stages._engine.window_clock import Clock
 from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS, Emitter, late_doc
 from pipeline_stages._engine.window_operator import (
@@ -65,7 +66,6 @@ ENGINES = ("operator", "batch")
 _STATE_VERSION = 1
 #: Whether a row ships a late-document copy (`C.ORIG`); see `shipped_columns`.
 HAS_COPY = "__w_has_copy"
-_STATE_SUFFIX = ".state"
 
 
 def ineligible(spec: C.OperatorSpec) -> str | None:
@@ -94,18 +94,26 @@ class BatchWindow:
         #: targets) as a function of the window's envelopes, compiled per batch (`plan`).
         self.after: Callable[[DataFrame], DataFrame] | None = None
         self.state_dir: Path | None = None
+        self._files: StateFiles | None = None
         self._memory: dict[int, bytes] = {}
         #: `(batch id, clock, core state)` after the last batch that ran to the end: the next
         #: batch starts from it without reading and unpickling the saved copy.
         self._live: tuple[int, Clock, Any] | None = None
+        #: The batch whose saved state the running batch started from (None: none).
+        self._base: int | None = None
+        #: Whether batches save deltas (`window_batch_state`): fixed windows with `$group`
+        #: (`benchmarks/window_state_saves.py` turns it off to compare).
+        self.deltas = spec.kind == "fixed" and spec.inner.group is not None
 
     def bind(self, state_dir: str | Path | None) -> None:
         """Keep the state in `state_dir` (created when missing); None keeps it in memory.
         A query bound anew (a restart) starts from what the directory holds."""
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self._live = None
+        self._files = None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
+            self._files = StateFiles(self.state_dir)
 
     # ------------------------------------------------------------------ one micro-batch
 
@@ -124,6 +132,9 @@ class BatchWindow:
         clock, core_state = self._load(batch_id)
         out = Emitter(spec.source)
         core = make_core(spec, core_state, clock, out)
+        tracked = self.deltas and self._files is not None
+        if tracked:
+            core.inner.touched = set()
         rows, doc_text = shipped_rows(batch.toArrow())
         if len(rows):
             now = int(time.time() * 1000)
@@ -137,9 +148,10 @@ class BatchWindow:
             finally:
                 if enabled:
                     gc.enable()
-        blob = self._save(batch_id, clock, core.state)
+        delta = FixedDelta.of(core.state, core.inner.touched) if tracked else None
+        size = self._save(batch_id, clock, core.state, delta)
         self._live = (batch_id, clock, core.state)
-        stats = stats_doc(0, clock, core.open_starts(), len(blob), out)
+        stats = stats_doc(0, clock, core.open_starts(), size, out)
         out.stats(stats, part=clock.last_part, seq=clock.last_seq)
         return out.rows
 
@@ -153,46 +165,32 @@ class BatchWindow:
         (its objects may be half-updated)."""
         live, self._live = self._live, None
         if live is not None and live[0] == batch_id - 1:
+            self._base = live[0]
             return live[1], live[2]
-        blob = self._blob_before(batch_id)
-        if blob is None:
+        self._base = None
+        if self._files is not None:
+            saved = self._files.before(batch_id)
+            if saved is None:
+                return Clock(), None
+            self._base, clock, state = saved
+            return clock, state
+        earlier = [n for n in self._memory if n < batch_id]
+        if not earlier:
             return Clock(), None
-        version, clock, state = pickle.loads(blob)  # noqa: S301 - written by `_save`
+        version, clock, state = pickle.loads(self._memory[max(earlier)])  # noqa: S301 - ours
         if version != _STATE_VERSION:
             raise RuntimeError(f"batch window state version {version} is not {_STATE_VERSION}")
         return clock, state
 
-    def _blob_before(self, batch_id: int) -> bytes | None:
-        if self.state_dir is None:
-            earlier = [n for n in self._memory if n < batch_id]
-            return self._memory[max(earlier)] if earlier else None
-        earlier = [n for n in self._saved_ids() if n < batch_id]
-        return (self.state_dir / _state_name(max(earlier))).read_bytes() if earlier else None
-
-    def _saved_ids(self) -> list[int]:
-        assert self.state_dir is not None  # noqa: S101
-        names = (p.name for p in self.state_dir.iterdir() if p.name.endswith(_STATE_SUFFIX))
-        return [int(name[: -len(_STATE_SUFFIX)]) for name in names]
-
-    def _save(self, batch_id: int, clock: Clock, state: Any) -> bytes:
-        """Save the state after `batch_id`; keep the one before it (a replay of `batch_id`
-        starts there), drop older ones."""
+    def _save(self, batch_id: int, clock: Clock, state: Any, delta: FixedDelta | None) -> int:
+        """Save the state after `batch_id` (in memory: keep the one before it too, which a
+        replay of `batch_id` starts from); returns its size in bytes."""
+        if self._files is not None:
+            return self._files.save(batch_id, clock, state, base=self._base, delta=delta)
         blob = pickle.dumps((_STATE_VERSION, clock, state), protocol=pickle.HIGHEST_PROTOCOL)
-        if self.state_dir is None:
-            self._memory = {n: b for n, b in self._memory.items() if n == batch_id - 1}
-            self._memory[batch_id] = blob
-            return blob
-        path = self.state_dir / _state_name(batch_id)
-        written = path.with_suffix(".tmp")
-        with written.open("wb") as handle:
-            handle.write(blob)
-            handle.flush()
-            os.fsync(handle.fileno())
-        written.replace(path)
-        for old in self._saved_ids():
-            if old < batch_id - 1 or old > batch_id:
-                (self.state_dir / _state_name(old)).unlink(missing_ok=True)
-        return blob
+        self._memory = {n: b for n, b in self._memory.items() if n == batch_id - 1}
+        self._memory[batch_id] = blob
+        return len(blob)
 
 
 def shipped_columns(columns: list[str]) -> list[Column]:
@@ -231,7 +229,3 @@ def shipped_rows(table: pa.Table) -> tuple[pd.DataFrame, Callable[[Any], str | N
         return late_doc(variant_json(VariantVal(values[cell].as_py(), metadata[cell].as_py())))
 
     return rows, doc_text
-
-
-def _state_name(batch_id: int) -> str:
-    return f"{batch_id:020d}{_STATE_SUFFIX}"

@@ -44,6 +44,9 @@ class InnerRuntime:
         self.inner = spec.inner
         self.group = GroupRuntime(spec.inner.group) if spec.inner.group is not None else None
         self.out = out
+        #: When a set, `(window start, normalised key)` of every `$group` group a batch
+        #: folds into (the batch engine saves only those: `window_batch_state`).
+        self.touched: set[tuple[int, Any]] | None = None
 
     def bind(self, out: Emitter) -> InnerRuntime:
         """Attach the emitter results go to."""
@@ -126,11 +129,14 @@ class InnerRuntime:
             partials(acc, plan, df, rows, g, n, orders, memo)
             for acc, plan in zip(group.accs, group.plan.accumulators, strict=True)
         ]
+        touched = self.touched
         for gid, item in enumerate(first[np.argsort(g[first])].tolist()):
             code = int(codes[item])
             entry = [int(orders[item]), values[code], [column[gid] for column in states]]
-            window = windows[int(window_starts[window_ids[item]])]
-            group.merge_into(window, norms[code], entry)
+            start = int(window_starts[window_ids[item]])
+            group.merge_into(windows[start], norms[code], entry)
+            if touched is not None:
+                touched.add((start, norms[code]))
 
     def failure_reason(self, seg: Segment, row: int, reason: str) -> str:
         """The DLQ reason of a failed row (formats `$mergeObjects`'s placeholder)."""

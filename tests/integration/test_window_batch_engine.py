@@ -202,7 +202,45 @@ def test_a_restarted_query_continues_from_the_saved_state() -> None:
     dlq = [{k: v for k, v in r.items() if k not in volatile} for r in dlq]
     assert (emitted, dlq) == expected
     saved = sorted(p.name for p in Path(executor.directory, "window-state").iterdir())
-    assert len(saved) == 2  # the latest batch's state and the one before it
+    # A snapshot, then the deltas of the batches after it (`window_batch_state`).
+    assert saved[0].endswith(".state") and len(saved) >= 2, saved
+    assert all(name.endswith(".delta") for name in saved[1:]), saved
+
+
+class ReloadingWindow:
+    """Makes a batch engine read its state back from its files before every micro-batch, as
+    a restart would, and records the state files after each batch."""
+
+    def __init__(self, window: Any) -> None:
+        self.window = window
+        self.once = window.run
+        self.kinds: set[str] = set()
+        window.run = self.run
+
+    def run(self, batch: Any, batch_id: int) -> list[tuple[Any, ...]]:
+        self.window.bind(self.window.state_dir)
+        found = self.once(batch, batch_id)
+        self.kinds |= {path.suffix for path in self.window.state_dir.iterdir()}
+        return found
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "hopping"])
+def test_state_read_back_from_snapshot_and_deltas_before_every_batch_gives_the_same_results(
+    kind: str,
+) -> None:
+    stages = pipeline(batch_windows()[kind])
+    steps = stream(seed=11)
+    expected = run(SparkBatchExecutor(), stages, steps, batch=3)
+    wrappers: list[ReloadingWindow] = []
+
+    def wrap(window: Any) -> Any:
+        wrappers.append(ReloadingWindow(window))
+        return window
+
+    executor = SparkBatchExecutor()
+    executor.window_wrapper = wrap
+    assert run(executor, stages, steps, batch=3) == expected
+    assert wrappers[0].kinds == {".state", ".delta"}
 
 
 @pytest.mark.parametrize(
