@@ -16,8 +16,8 @@ in Python on one core, as the operator's do. The batch is held in the driver's m
 is in the operator's Python worker.
 
 State (the clock and the window core's state) is saved per batch id in the directory its sink
-was given (`bind`), as a snapshot or, for tumbling and hopping `$group` windows, a delta of
-the groups the batch folded into (`window_batch_state`): a batch starts from the state of the
+was given (`bind`), as a snapshot or, for tumbling and hopping windows, a delta of the
+groups the batch folded into or the documents it buffered (`window_batch_state`): a batch starts from the state of the
 latest batch before it (kept live in memory from one batch to the next, read back from the
 files after a restart or a replay). Spark replays an unfinished batch with its id and data
 after a crash, so the replay recomputes the same outputs from the same state, and the sinks
@@ -50,9 +50,10 @@ from pyspark.sql.types import VariantVal
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.envelope import ENVELOPE_SCHEMA
 from pipeline_stages._engine.json_text import variant_json
-from pipeline_stages._engine.window_batch_state import FixedDelta, StateFiles
+from pipeline_stages._engine.window_batch_state import FixedDelta, StateFiles, buffered_lengths
 from pipeline_stages._engine.window_clock import Clock
 from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS, Emitter, late_doc
+from pipeline_stages._engine.window_inner_rt import InnerRuntime
 from pipeline_stages._engine.window_operator import (
     make_core,
     run_segment,
@@ -101,9 +102,9 @@ class BatchWindow:
         self._live: tuple[int, Clock, Any] | None = None
         #: The batch whose saved state the running batch started from (None: none).
         self._base: int | None = None
-        #: Whether batches save deltas (`window_batch_state`): fixed windows with `$group`
+        #: Whether batches save deltas (`window_batch_state`): tumbling and hopping windows
         #: (`benchmarks/window_state_saves.py` turns it off to compare).
-        self.deltas = spec.kind == "fixed" and spec.inner.group is not None
+        self.deltas = spec.kind == "fixed"
 
     def bind(self, state_dir: str | Path | None) -> None:
         """Keep the state in `state_dir` (created when missing); None keeps it in memory.
@@ -113,7 +114,7 @@ class BatchWindow:
         self._files = None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            self._files = StateFiles(self.state_dir)
+            self._files = StateFiles(self.state_dir, InnerRuntime(self.spec).new_content)
 
     # ------------------------------------------------------------------ one micro-batch
 
@@ -133,6 +134,7 @@ class BatchWindow:
         out = Emitter(spec.source)
         core = make_core(spec, core_state, clock, out)
         tracked = self.deltas and self._files is not None
+        lengths = buffered_lengths(core_state) if tracked else {}
         if tracked:
             core.inner.touched = set()
         rows, doc_text = shipped_rows(batch.toArrow())
@@ -148,7 +150,7 @@ class BatchWindow:
             finally:
                 if enabled:
                     gc.enable()
-        delta = FixedDelta.of(core.state, core.inner.touched) if tracked else None
+        delta = FixedDelta.of(core.state, core.inner.touched, lengths) if tracked else None
         size = self._save(batch_id, clock, core.state, delta)
         self._live = (batch_id, clock, core.state)
         stats = stats_doc(0, clock, core.open_starts(), size, out)

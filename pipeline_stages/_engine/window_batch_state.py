@@ -6,9 +6,9 @@ to the batch: with many group keys and small batches the rewrite dominated (1-ho
 the groups). So after a batch the engine writes either
 
 * a snapshot, `<id>.state`: `(version, clock, core state)`, the format it always wrote; or
-* a delta, `<id>.delta`, for tumbling and hopping windows with `$group`: the clock, the
-  windows still open, and only the groups the batch folded into (`FixedDelta`), applied on
-  top of the state after batch `base`.
+* a delta, `<id>-<base>.delta`, for tumbling and hopping windows: the clock, the windows
+  still open, and only the `$group` groups the batch folded into or the documents it
+  buffered (`FixedDelta`), applied on top of the state after batch `base`.
 
 A delta is written while the deltas since the last snapshot stay smaller than that snapshot
 (and fewer than `MAX_DELTAS`), so reading the state back costs at most about twice the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,33 +41,56 @@ MAX_DELTAS = 1000
 
 @dataclass(frozen=True)
 class FixedDelta:
-    """What a batch changed in a `FixedState` (`$group` content): every field but the groups
-    it did not fold into."""
+    """What a batch changed in a `FixedState`: every field but the window content it left
+    alone. `$group` windows hold groups, changed in place: the delta has the groups the batch
+    folded into. Other windows hold buffered documents, only ever appended to: the delta has
+    the documents the batch appended."""
 
     min_open: int
     open_starts: tuple[int, ...]
     #: Window start -> {normalised key -> group entry} for the groups the batch folded into.
     groups: dict[int, dict[Any, Any]]
+    #: Window start -> the items the batch appended to a buffering window.
+    appended: dict[int, list[Any]]
 
     @classmethod
-    def of(cls, state: FixedState, touched: set[tuple[int, Any]]) -> FixedDelta:
-        """The delta of a batch that folded into the `touched` (start, key) groups."""
+    def of(
+        cls, state: FixedState, touched: set[tuple[int, Any]], lengths: dict[int, int]
+    ) -> FixedDelta:
+        """The delta of a batch that folded into the `touched` (start, key) groups, or that
+        found buffering windows `lengths` long (start -> items) before it."""
         groups: dict[int, dict[Any, Any]] = {}
         for start, norm in touched:
             content = state.windows.get(start)
             if content is not None:  # a window that closed in the batch is gone
                 groups.setdefault(start, {})[norm] = content[norm]
-        return cls(state.min_open, tuple(sorted(state.windows)), groups)
+        appended = {
+            start: content[lengths.get(start, 0) :]
+            for start, content in state.windows.items()
+            if isinstance(content, list) and len(content) > lengths.get(start, 0)
+        }
+        return cls(state.min_open, tuple(sorted(state.windows)), groups, appended)
 
-    def apply(self, state: FixedState) -> None:
-        """Turn the state before the batch into the state after it."""
+    def apply(self, state: FixedState, empty: Callable[[], Any]) -> None:
+        """Turn the state before the batch into the state after it (`empty`: a new window's
+        content)."""
         state.min_open = self.min_open
         open_starts = set(self.open_starts)
         for start in [s for s in state.windows if s not in open_starts]:
             del state.windows[start]
         for start in self.open_starts:
-            content = state.windows.setdefault(start, {})
-            content.update(self.groups.get(start, {}))
+            content = state.windows.setdefault(start, empty())
+            if start in self.groups:
+                content.update(self.groups[start])
+            if start in self.appended:
+                content.extend(self.appended[start])
+
+
+def buffered_lengths(state: FixedState | None) -> dict[int, int]:
+    """Start -> items of every buffering window (what `FixedDelta.of` compares against)."""
+    if state is None:
+        return {}
+    return {s: len(c) for s, c in state.windows.items() if isinstance(c, list)}
 
 
 @dataclass(frozen=True)
@@ -87,8 +111,10 @@ class StateFiles:
     """The snapshots and deltas in one directory (see the module docstring). Only this object
     writes there, so it lists the directory once and keeps the listing up to date."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, empty: Callable[[], Any] = dict) -> None:
         self.directory = directory
+        #: A new window's content, for deltas that open one (`InnerRuntime.new_content`).
+        self.empty = empty
         self._listing: dict[int, _File] | None = None
 
     def before(self, batch_id: int) -> tuple[int, Clock, Any] | None:
@@ -103,7 +129,7 @@ class StateFiles:
         clock, state = self._read_snapshot(chain[0])
         for file in chain[1:]:
             clock, delta = self._read_delta(file)
-            delta.apply(state)
+            delta.apply(state, self.empty)
         return latest, clock, state
 
     def save(

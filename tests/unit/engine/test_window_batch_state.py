@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline_stages._engine import window_batch_state as S
-from pipeline_stages._engine.window_batch_state import FixedDelta, StateFiles
+from pipeline_stages._engine.window_batch_state import FixedDelta, StateFiles, buffered_lengths
 from pipeline_stages._engine.window_clock import Clock
 from pipeline_stages._engine.window_fixed import FixedState
 
@@ -36,7 +36,7 @@ def test_deltas_rebuild_the_state_and_a_replay_starts_from_the_state_before_it(
     # dropped by a `$match` before the `$group`).
     state.windows[0][("b",)] = group(2, "b", 5)
     state.windows[10] = {}
-    delta = FixedDelta.of(state, {(0, ("b",))})
+    delta = FixedDelta.of(state, {(0, ("b",))}, {})
     assert delta.groups == {0: {("b",): group(2, "b", 5)}}
     files.save(1, Clock(combined=12), state, base=0, delta=delta)
     after_1 = copy.deepcopy(state)
@@ -46,7 +46,7 @@ def test_deltas_rebuild_the_state_and_a_replay_starts_from_the_state_before_it(
     state.windows[10][("c",)] = group(3, "c", 7)
     state.min_open = 10
     touched = {(10, ("c",)), (20, ("d",))}
-    files.save(2, Clock(combined=31), state, base=1, delta=FixedDelta.of(state, touched))
+    files.save(2, Clock(combined=31), state, base=1, delta=FixedDelta.of(state, touched, {}))
 
     assert names(tmp_path) == [
         "0.state",
@@ -64,6 +64,20 @@ def test_deltas_rebuild_the_state_and_a_replay_starts_from_the_state_before_it(
     assert StateFiles(tmp_path).before(0) is None
 
 
+def test_buffering_windows_save_the_documents_each_batch_appended(tmp_path: Path) -> None:
+    files = StateFiles(tmp_path, empty=list)
+    state = FixedState(windows={0: [(1, "0:1:0", '{"a":1}')]})
+    files.save(0, Clock(), state, base=None, delta=None)
+    lengths = buffered_lengths(state)
+    state.windows[0].append((2, "0:2:0", '{"a":2}'))
+    state.windows[10] = [(3, "0:3:0", '{"a":3}')]
+    delta = FixedDelta.of(state, set(), lengths)
+    assert delta.appended == {0: [(2, "0:2:0", '{"a":2}')], 10: [(3, "0:3:0", '{"a":3}')]}
+    files.save(1, Clock(), state, base=0, delta=delta)
+    found = StateFiles(tmp_path, empty=list).before(2)
+    assert found is not None and found[2] == state
+
+
 def test_a_snapshot_replaces_the_deltas_once_they_outgrow_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -76,7 +90,7 @@ def test_a_snapshot_replaces_the_deltas_once_they_outgrow_it(
         key = (f"k{batch}",)
         state.windows[0][key] = group(batch, f"k{batch}", batch * 100)
         size = files.save(
-            batch, Clock(), state, base=batch - 1, delta=FixedDelta.of(state, {(0, key)})
+            batch, Clock(), state, base=batch - 1, delta=FixedDelta.of(state, {(0, key)}, {})
         )
         kinds.append(
             "delta"
@@ -100,7 +114,7 @@ def test_a_replayed_batch_replaces_the_file_its_first_attempt_wrote(tmp_path: Pa
     state = FixedState(windows={0: {("a",): group(1, "a", 1)}})
     files.save(0, Clock(), state, base=None, delta=None)
     state.windows[0][("a",)] = group(1, "a", 2)
-    files.save(1, Clock(), state, base=0, delta=FixedDelta.of(state, {(0, ("a",))}))
+    files.save(1, Clock(), state, base=0, delta=FixedDelta.of(state, {(0, ("a",))}, {}))
     replayed = FixedState(windows={0: {("a",): group(1, "a", 3)}})
     files.save(1, Clock(), replayed, base=0, delta=None)  # the replay writes a snapshot
     assert names(tmp_path) == ["0.state", "1.state"]
@@ -112,7 +126,7 @@ def test_a_delta_whose_base_is_missing_is_an_error_naming_the_directory(tmp_path
     files = StateFiles(tmp_path)
     state = FixedState(windows={0: {}})
     files.save(0, Clock(), state, base=None, delta=None)
-    files.save(1, Clock(), state, base=0, delta=FixedDelta.of(state, set()))
+    files.save(1, Clock(), state, base=0, delta=FixedDelta.of(state, set(), {}))
     (tmp_path / f"{0:020d}.state").unlink()
     with pytest.raises(RuntimeError, match=r"delta of batch 1 applies to batch 0, whose state"):
         StateFiles(tmp_path).before(2)
