@@ -16,12 +16,13 @@ in Python on one core, as the operator's do. The batch is held in the driver's m
 is in the operator's Python worker.
 
 State (the clock and the window core's state) is saved per batch id in the directory its sink
-was given (`bind`), as a snapshot or, for tumbling and hopping windows, a delta of the
-groups the batch folded into or the documents it buffered (`window_batch_state`): a batch starts from the state of the
-latest batch before it (kept live in memory from one batch to the next, read back from the
-files after a restart or a replay). Spark replays an unfinished batch with its id and data
-after a crash, so the replay recomputes the same outputs from the same state, and the sinks
-are idempotent on batch id. Without a directory the state is kept in memory (no recovery).
+was given (`bind`), as a snapshot or, for tumbling and hopping windows, a delta of the groups
+the batch folded into or the documents it buffered (`window_batch_state`): a batch starts
+from the state of the latest batch before it (kept live in memory from one batch to the next,
+read back from the files after a restart or a replay). Spark replays an unfinished batch with
+its id and data after a crash, so the replay recomputes the same outputs from the same state,
+and the sinks are idempotent on batch id. Without a directory the state is kept in memory (no
+recovery).
 
 What it runs (`ineligible`): every window kind and inner pipeline the operator runs, as one
 bucket, without a wall-clock rule (`idleTimeout`, `partitionIdleTimeout`, a processing-time

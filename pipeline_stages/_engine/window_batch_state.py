@@ -195,13 +195,15 @@ class StateFiles:
         return chain[::-1]
 
     def _read_snapshot(self, file: _File) -> tuple[Clock, Any]:
-        version, clock, state = pickle.loads((self.directory / file.name).read_bytes())  # noqa: S301 - written by `save`
+        blob = (self.directory / file.name).read_bytes()
+        version, clock, state = pickle.loads(blob)  # noqa: S301 - written by `save`
         if version != _SNAPSHOT_VERSION:
             raise RuntimeError(f"batch window state version {version} is not {_SNAPSHOT_VERSION}")
         return clock, state
 
     def _read_delta(self, file: _File) -> tuple[Clock, FixedDelta]:
-        version, clock, delta = pickle.loads((self.directory / file.name).read_bytes())  # noqa: S301 - written by `save`
+        blob = (self.directory / file.name).read_bytes()
+        version, clock, delta = pickle.loads(blob)  # noqa: S301 - written by `save`
         if version != _DELTA_VERSION:
             raise RuntimeError(f"batch window delta version {version} is not {_DELTA_VERSION}")
         return clock, delta

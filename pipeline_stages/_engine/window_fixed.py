@@ -38,7 +38,10 @@ from pipeline_stages._engine.window_values import window_meta
 
 @dataclass
 class FixedState:
-    """Open windows (start -> content) and Atlas's `minWindowStartTime`."""
+    """Open windows (start -> content) and Atlas's `minWindowStartTime`.
+
+    The batch engine saves what a batch changed in it (`window_batch_state.FixedDelta`): a
+    field added here must be added there too."""
 
     min_open: int = 0
     windows: dict[int, Any] = field(default_factory=dict)

@@ -10,6 +10,7 @@ window without a wall-clock rule, and the operator on the others.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,22 @@ def test_late_documents_dlq_copies_are_the_operators_for_every_kind_of_value() -
     assert canonical(batch[1]) == canonical(operator[1])
 
 
+def run_wrapped(
+    wrapper: Callable[[Any], Any], stages: list[dict[str, Any]], steps: list[Any]
+) -> tuple[Any, list[Any]]:
+    """`run` through the batch engine, 3 documents per micro-batch, with the engine wrapped
+    by `wrapper`; returns the results and the wrappers."""
+    wrappers: list[Any] = []
+
+    def wrap(window: Any) -> Any:
+        wrappers.append(wrapper(window))
+        return window
+
+    executor = SparkBatchExecutor()
+    executor.window_wrapper = wrap
+    return run(executor, stages, steps, batch=3), wrappers
+
+
 class ReplayingWindow:
     """Makes a batch engine run every micro-batch twice under its batch id, as Spark's
     replay after a crash that followed the state save would, and checks that both agree."""
@@ -167,15 +184,8 @@ def test_a_replayed_batch_gives_the_same_envelopes_and_state() -> None:
     stages = pipeline(batch_windows()["hopping"])
     steps = stream(seed=7)
     expected = run(SparkBatchExecutor(), stages, steps, batch=3)
-    wrappers: list[ReplayingWindow] = []
-
-    def wrap(window: Any) -> Any:
-        wrappers.append(ReplayingWindow(window))
-        return window
-
-    executor = SparkBatchExecutor()
-    executor.window_wrapper = wrap
-    assert run(executor, stages, steps, batch=3) == expected
+    found, wrappers = run_wrapped(ReplayingWindow, stages, steps)
+    assert found == expected
     assert wrappers[0].replays >= 5  # every micro-batch with documents was replayed
 
 
@@ -234,15 +244,8 @@ def test_state_read_back_from_snapshot_and_deltas_before_every_batch_gives_the_s
         stages = pipeline(batch_windows()[kind])
     steps = stream(seed=11)
     expected = run(SparkBatchExecutor(), stages, steps, batch=3)
-    wrappers: list[ReloadingWindow] = []
-
-    def wrap(window: Any) -> Any:
-        wrappers.append(ReloadingWindow(window))
-        return window
-
-    executor = SparkBatchExecutor()
-    executor.window_wrapper = wrap
-    assert run(executor, stages, steps, batch=3) == expected
+    found, wrappers = run_wrapped(ReloadingWindow, stages, steps)
+    assert found == expected
     assert wrappers[0].kinds == {".state", ".delta"}
 
 
