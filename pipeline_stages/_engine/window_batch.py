@@ -8,7 +8,7 @@ operator's single bucket runs (`sort_rows`, `segments`, `run_segment` on the win
 core), against state it keeps itself. The results are the operator's, whatever the batch size.
 
 What it saves against the operator: the shuffle to the operator's bucket, Spark's state
-store (it still pickles its whole state to a file per batch), and the JSON text of every
+store (it saves its own state to files per batch, see below), and the JSON text of every
 document's DLQ copy: it reads the batch as Arrow (`shipped_rows`), so the copies stay VARIANT
 binaries and only late documents are rendered. What it does not do yet:
 aggregate on-time documents natively (see `benchmarks/window_cutoff_spike.py`); its folds run
@@ -35,7 +35,6 @@ batch's frame.
 from __future__ import annotations
 
 import gc
-import pickle
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +50,13 @@ from pyspark.sql.types import VariantVal
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.envelope import ENVELOPE_SCHEMA
 from pipeline_stages._engine.json_text import variant_json
-from pipeline_stages._engine.window_batch_state import FixedDelta, StateFiles, buffered_lengths
+from pipeline_stages._engine.window_batch_state import (
+    FixedDelta,
+    StateFiles,
+    buffered_lengths,
+    read_snapshot,
+    snapshot,
+)
 from pipeline_stages._engine.window_clock import Clock
 from pipeline_stages._engine.window_emit import ENVELOPE_COLUMNS, Emitter, late_doc
 from pipeline_stages._engine.window_inner_rt import InnerRuntime
@@ -65,7 +70,6 @@ from pipeline_stages._engine.window_operator import (
 
 ENGINE_CONF = "spark.sluice.window.engine"
 ENGINES = ("operator", "batch")
-_STATE_VERSION = 1
 #: Whether a row ships a late-document copy (`C.ORIG`); see `shipped_columns`.
 HAS_COPY = "__w_has_copy"
 
@@ -180,17 +184,14 @@ class BatchWindow:
         earlier = [n for n in self._memory if n < batch_id]
         if not earlier:
             return Clock(), None
-        version, clock, state = pickle.loads(self._memory[max(earlier)])  # noqa: S301 - ours
-        if version != _STATE_VERSION:
-            raise RuntimeError(f"batch window state version {version} is not {_STATE_VERSION}")
-        return clock, state
+        return read_snapshot(self._memory[max(earlier)])
 
     def _save(self, batch_id: int, clock: Clock, state: Any, delta: FixedDelta | None) -> int:
         """Save the state after `batch_id` (in memory: keep the one before it too, which a
         replay of `batch_id` starts from); returns its size in bytes."""
         if self._files is not None:
             return self._files.save(batch_id, clock, state, base=self._base, delta=delta)
-        blob = pickle.dumps((_STATE_VERSION, clock, state), protocol=pickle.HIGHEST_PROTOCOL)
+        blob = snapshot(clock, state)
         self._memory = {n: b for n, b in self._memory.items() if n == batch_id - 1}
         self._memory[batch_id] = blob
         return len(blob)

@@ -157,16 +157,17 @@ class StateFiles:
             else:
                 blob = None
         if blob is None:
-            blob = pickle.dumps((_SNAPSHOT_VERSION, clock, state), pickle.HIGHEST_PROTOCOL)
+            blob = snapshot(clock, state)
         file = _File(batch_id, written_base, len(blob))
         _write(self.directory / file.name, blob)
         files[batch_id] = file
-        keep = set(self._chain(batch_id, files))
+        chain = self._chain(batch_id, files)
+        keep = set(chain)
         if base is not None and base in files:
             keep |= set(self._chain(base, files))
         for number in [n for n in files if n not in keep]:
             self._delete(files.pop(number))
-        return sum(files[n].size for n in self._chain(batch_id, files))
+        return sum(files[n].size for n in chain)
 
     # ------------------------------------------------------------------ files
 
@@ -195,18 +196,30 @@ class StateFiles:
         return chain[::-1]
 
     def _read_snapshot(self, file: _File) -> tuple[Clock, Any]:
-        blob = (self.directory / file.name).read_bytes()
-        version, clock, state = pickle.loads(blob)  # noqa: S301 - written by `save`
-        if version != _SNAPSHOT_VERSION:
-            raise RuntimeError(f"batch window state version {version} is not {_SNAPSHOT_VERSION}")
-        return clock, state
+        return read_snapshot((self.directory / file.name).read_bytes())
 
     def _read_delta(self, file: _File) -> tuple[Clock, FixedDelta]:
-        blob = (self.directory / file.name).read_bytes()
-        version, clock, delta = pickle.loads(blob)  # noqa: S301 - written by `save`
-        if version != _DELTA_VERSION:
-            raise RuntimeError(f"batch window delta version {version} is not {_DELTA_VERSION}")
+        clock, delta = _unpickle((self.directory / file.name).read_bytes(), _DELTA_VERSION)
         return clock, delta
+
+
+def snapshot(clock: Clock, state: Any) -> bytes:
+    """A snapshot's bytes: the clock and the window core's whole state."""
+    return pickle.dumps((_SNAPSHOT_VERSION, clock, state), pickle.HIGHEST_PROTOCOL)
+
+
+def read_snapshot(blob: bytes) -> tuple[Clock, Any]:
+    """`(clock, core state)` from a snapshot's bytes."""
+    clock, state = _unpickle(blob, _SNAPSHOT_VERSION)
+    return clock, state
+
+
+def _unpickle(blob: bytes, version: int) -> tuple[Any, ...]:
+    """The fields after the version of a snapshot or delta written by this module."""
+    found, *fields = pickle.loads(blob)  # noqa: S301 - written by this module
+    if found != version:
+        raise RuntimeError(f"batch window state version {found} is not {version}")
+    return tuple(fields)
 
 
 def _parse(path: Path) -> _File | None:
