@@ -33,10 +33,13 @@ Workloads:
 watermark, global idleness); P > 1 is the parallel mode, with per-bucket watermarks
 (`pipeline_stages/_engine/window_compile.py` documents what that weakens). `sluice/batch` is
 the batch window engine (`spark.sluice.window.engine=batch`, `window_batch.py`), which runs
-in the sink's `foreachBatch`; `--no-batch-engine` leaves it out.
+in the sink's `foreachBatch` (`ForeachBatchSink`, as the service runs it: each batch folds in
+the background while Spark reads the next, `window_batch_pipeline`); `--no-batch-engine`
+leaves it out, and `--sync-batch-engine` adds it folding each batch before returning.
 
 Data: event time advances 1 ms per row with U(0, 3 s) disorder; 0.1 % of the rows are 120 s
-late. Each run is timed from the query's start until every row has been read; the windows
+late. Each run is timed from the query's start until every row has been read (and folded,
+for the batch engine); the windows
 are counted once the query has drained (native closes its last windows in a micro-batch
 without input, which is not timed). Prints rows/s per run and the medians, the ratio Sluice /
 native, and the latency from the micro-batch holding a window's closing record to the
@@ -47,11 +50,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +71,7 @@ INTERVAL_MS = 10_000
 HOP_MS = 5_000
 LATENESS_MS = 3_000
 SCHEMA = "seq BIGINT, ts TIMESTAMP, key STRING, v DOUBLE, id BIGINT"
+WINDOW_START = re.compile(r'"window":\{"start":\{"\$date":"([^"]+)"')
 
 
 def write_input(
@@ -309,13 +315,30 @@ def closing_batches(ts: np.ndarray, files: int, hop_ms: int) -> dict[int, int]:
     return {int(e): int(i) // per_file for e, i in zip(ends, first, strict=True) if i < len(ts)}
 
 
-def run_once(query: Any, *, rows: int, closing: dict[int, int], idle_batches: bool = False) -> Run:
-    """Run `query` (a frame, or a batch engine's `(frame, BatchWindow)`) over the input.
+def window_start_ms(doc_json: str) -> int:
+    """A window result's `_stream_meta.window.start`, in ms."""
+    found = WINDOW_START.search(doc_json)
+    if found is None:
+        raise ValueError(f"no window start in {doc_json}")
+    return int(datetime.fromisoformat(found.group(1)).timestamp() * 1000)
+
+
+def run_once(
+    query: Any,
+    *,
+    rows: int,
+    closing: dict[int, int],
+    idle_batches: bool = False,
+    pipelined: bool = True,
+) -> Run:
+    """Run `query` (a frame, or a batch engine's `(frame, BatchWindow)`) over the input;
+    the batch engine runs in the sink the service uses, `pipelined` or not.
 
     Sluice's queries start as the service starts them (`session.start_query`): a window
     without a wall-clock rule runs no micro-batch without input. Native needs those
     (`idle_batches=True`) to emit the windows its last watermark closes."""
     from pipeline_stages._engine.session import start_query
+    from pipeline_stages._engine.sink import ForeachBatchSink
 
     batch_done: dict[int, float] = {}
     emitted: dict[int, list[int]] = {}
@@ -325,10 +348,9 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int], idle_batches: bo
         query, window = query
         window.bind(tempfile.mkdtemp(prefix="sluice-bench-state-"))
 
-    def sink(batch: DataFrame, batch_id: int) -> None:
-        found = window.envelopes(batch, batch_id) if window is not None else batch.collect()
-        kinds = window is not None or batch.columns[0] == "kind"
-        for row in found:
+    def collect(batch: DataFrame, batch_id: int) -> None:
+        kinds = batch.columns[0] == "kind"
+        for row in batch.collect():
             kind = row["kind"] if kinds else "out"
             if kind in counts:
                 counts[kind] += 1
@@ -336,6 +358,18 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int], idle_batches: bo
                 emitted.setdefault(batch_id, []).append(int(row["window_start"]))
         batch_done[batch_id] = time.monotonic()
 
+    class Counter:
+        """The batch engine's writer: counts, and reads each result's window start."""
+
+        def write(self, batch: Any) -> None:
+            counts["out"] += len(batch.outputs)
+            counts["dlq"] += len(batch.dlq)
+            emitted[batch.batch_id] = [window_start_ms(o.doc_json) for o in batch.outputs]
+            batch_done[batch.batch_id] = time.monotonic()
+
+    sink: Any = collect
+    if window is not None:  # as the service runs it (`ForeachBatchSink`)
+        sink = ForeachBatchSink(Counter(), processor="bench", window=window, pipelined=pipelined)
     checkpoint = tempfile.mkdtemp(prefix="sluice-bench-")
     started = time.monotonic()
     handle = query.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
@@ -352,6 +386,8 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int], idle_batches: bo
             if done >= rows:
                 break
             time.sleep(0.05)
+        if window is not None:
+            sink.flush()  # the last batch's fold
         elapsed = time.monotonic() - started
         # Untimed: native emits the windows its last watermark closes in a micro-batch without
         # input after the last file, a one-off cost of a finite input (a data batch would emit
@@ -360,6 +396,8 @@ def run_once(query: Any, *, rows: int, closing: dict[int, int], idle_batches: bo
         drained(handle)
     finally:
         handle.stop()
+        if window is not None:
+            sink.close()
     size = INTERVAL_MS
     latencies = []
     order = sorted(batch_done)
@@ -418,6 +456,11 @@ def main(argv: list[str] | None = None) -> int:
         default=True,
         help="also measure the batch window engine (spark.sluice.window.engine=batch)",
     )
+    parser.add_argument(
+        "--sync-batch-engine",
+        action="store_true",
+        help="also measure the batch engine folding each batch before the next is read",
+    )
     args = parser.parse_args(argv)
 
     spark = local_session("sluice-window-bench")
@@ -437,19 +480,31 @@ def main(argv: list[str] | None = None) -> int:
         for p in (int(b) for b in args.buckets.split(",")):
             name = "sluice" if p == 1 else f"sluice/P{p}"
             builders[name] = lambda w=workload, p=p, f=fmt: sluice_query(spark, directory, w, p, f)
-        if args.batch_engine:
-            builders["sluice/batch"] = lambda w=workload, f=fmt: sluice_query(
+        batch_names = ["sluice/batch"] if args.batch_engine else []
+        batch_names += ["sluice/batch-sync"] if args.sync_batch_engine else []
+        for name in batch_names:
+            builders[name] = lambda w=workload, f=fmt: sluice_query(
                 spark, directory, w, 1, f, engine="batch"
             )
         results: dict[str, list[Run]] = {name: [] for name in builders}
         for name, build in builders.items():  # warm-up, discarded
-            run_once(build(), rows=args.rows, closing=closing, idle_batches=name == "native")
+            run_once(
+                build(),
+                rows=args.rows,
+                closing=closing,
+                idle_batches=name == "native",
+                pipelined=name != "sluice/batch-sync",
+            )
         for n in range(args.runs):
             shift = n % len(builders)
             names = list(builders)[shift:] + list(builders)[:shift]  # rotate the order
             for name in names:
                 run = run_once(
-                    builders[name](), rows=args.rows, closing=closing, idle_batches=name == "native"
+                    builders[name](),
+                    rows=args.rows,
+                    closing=closing,
+                    idle_batches=name == "native",
+                    pipelined=name != "sluice/batch-sync",
                 )
                 results[name].append(run)
         print(f"{workload}:")

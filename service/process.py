@@ -28,6 +28,7 @@ from pipeline_stages._base import PipelineInvalid, Problem
 from pipeline_stages._engine.context import ConnectionInfo
 from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sinks.dispatch import SinkWriter, apply_sink, close_sink
+from pipeline_stages._engine.window_batch_pipeline import WindowFoldError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -267,10 +268,9 @@ def _run_query(
     from pipeline_stages._engine.session import start_query
 
     checkpoint = tempfile.mkdtemp(prefix="sluice-process-")
+    sink = compiled.foreach_batch(writer, processor=name, state_dir=f"{checkpoint}/window-state")
     stream = (
-        compiled.envelopes.writeStream.foreachBatch(
-            compiled.foreach_batch(writer, processor=name, state_dir=f"{checkpoint}/window-state")
-        )
+        compiled.envelopes.writeStream.foreachBatch(sink)
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime="0 seconds")
     )
@@ -278,9 +278,10 @@ def _run_query(
     query = start_query(stream, spark, idle_batches=compiled.runs_when_idle)
     deadline = time.monotonic() + max_seconds
     try:
-        while not _finished(compiled, query, writer):
-            if query.exception() is not None:
-                err.write(json.dumps({"error": str(query.exception())}) + "\n")
+        while not _finished(compiled, query, writer, sink):
+            failure = _failure(query, sink)
+            if failure is not None:
+                err.write(json.dumps({"error": failure}) + "\n")
                 return EXIT_FAILED
             if time.monotonic() > deadline:
                 err.write(json.dumps({"warning": f"stopped after {max_seconds:g} s"}) + "\n")
@@ -291,20 +292,35 @@ def _run_query(
         return EXIT_OK
     finally:
         query.stop()
+        sink.close()
         shutil.rmtree(checkpoint, ignore_errors=True)
 
 
-def _finished(compiled: Any, query: Any, writer: StdoutWriter) -> bool:
+def _failure(query: Any, sink: Any) -> str | None:
+    """Why the query failed: its own error, or its batch window engine's background fold's."""
+    if query.exception() is not None:
+        return str(query.exception())
+    if sink.failure is not None:
+        return f"the window fold failed: {sink.failure}"
+    return None
+
+
+def _finished(compiled: Any, query: Any, writer: StdoutWriter, sink: Any) -> bool:
     """A finite source is exhausted and no window can still close on the clock.
 
     The window operator's stats are only trusted from the micro-batch that consumed the last
-    records onwards: earlier stats describe a stream that was still growing.
+    records onwards: earlier stats describe a stream that was still growing. A batch window
+    engine writes a batch after Spark reports it (`ForeachBatchSink.flush`).
     """
     if compiled.finite_total is None:
         return False
     progress = query.lastProgress
     if source_position(progress) != compiled.finite_total:
         return False
+    try:
+        sink.flush()
+    except WindowFoldError:
+        return False  # the caller reports it (`_failure`)
     if not compiled.closes_on_clock:
         return True
     if writer.exhausted_batch is None:

@@ -30,26 +30,37 @@ log = logging.getLogger("sluice.service")
 
 
 class SparkQueryHandle:
-    """A running `StreamingQuery`."""
+    """A running `StreamingQuery` and its `foreachBatch` sink."""
 
-    def __init__(self, query: Any) -> None:
+    def __init__(self, query: Any, sink: Any) -> None:
         self._query = query
+        #: The query's `ForeachBatchSink`: a batch window engine folds in the background.
+        self._sink = sink
         self.query_id = str(query.id)
 
     def is_active(self) -> bool:
-        """Whether the query runs."""
+        """Whether the query runs. A failed background fold stops it: the query itself would
+        only fail at its next batch, which may be long in coming."""
+        if self._sink.failure is not None and self._query.isActive:
+            self.stop()
         return bool(self._query.isActive)
 
     def failure(self) -> str | None:
         """The exception that terminated the query, as text."""
         if self._query.isActive:
             return None
+        folded = self._sink.failure
+        if folded is not None:
+            return f"the window fold failed: {folded}"
         error = self._query.exception()
         return None if error is None else str(error)
 
     def stop(self) -> None:
-        """Stop the query and wait for its stream thread."""
+        """Stop the query and wait for its stream thread and the sink's last write."""
         self._query.stop()
+        error = self._sink.close()
+        if error is not None:
+            log.warning("query %s: the last window fold failed: %s", self.query_id, error)
 
 
 def _make_listener(callback: ProgressCallback) -> Any:
@@ -228,21 +239,20 @@ class SparkEngine:
         engine = checkpoint_engine(request.checkpoint_dir, configured)
         compiled, _ = self._compile(request.compile, window_engine=engine)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        sink = compiled.foreach_batch(
+            request.writer,
+            processor=request.compile.name,
+            # The batch window engine's state: the driver's, so always local.
+            state_dir=str(request.checkpoint_dir / WINDOW_STATE_DIR),
+        )
         writer = (
             compiled.envelopes.writeStream.queryName(f"sluice_{request.processor_id}")
-            .foreachBatch(
-                compiled.foreach_batch(
-                    request.writer,
-                    processor=request.compile.name,
-                    # The batch window engine's state: the driver's, so always local.
-                    state_dir=str(request.checkpoint_dir / WINDOW_STATE_DIR),
-                )
-            )
+            .foreachBatch(sink)
             .option("checkpointLocation", self.checkpoint_location(request))
             .trigger(processingTime=self._settings.trigger_interval)
         )
         query = start_query(writer, self.session(), idle_batches=compiled.runs_when_idle)
-        return SparkQueryHandle(query)
+        return SparkQueryHandle(query, sink)
 
     def checkpoint_location(self, request: RunRequest) -> str:
         """Where Spark checkpoints a run: the local directory, or the same relative path

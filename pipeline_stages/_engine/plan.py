@@ -57,7 +57,8 @@ class CompiledPipeline:
         self, writer: Any, *, processor: str, state_dir: str | None
     ) -> ForeachBatchSink:
         """The `foreachBatch` function writing this pipeline's micro-batches to `writer`;
-        a batch window engine keeps its state in `state_dir` (None: in memory)."""
+        a batch window engine keeps its state in `state_dir` (None: in memory). With a batch
+        window engine, writes trail Spark's progress: see `ForeachBatchSink.flush`/`close`."""
         if self.batch_window is not None:
             self.batch_window.bind(state_dir)
         return ForeachBatchSink(writer, processor=processor, window=self.batch_window)

@@ -102,18 +102,57 @@ def output_key(row: Any, processor: str) -> str:
 
 
 class ForeachBatchSink:
-    """The callable handed to `writeStream.foreachBatch`."""
+    """The callable handed to `writeStream.foreachBatch`.
 
-    def __init__(self, writer: BatchWriter, *, processor: str, window: Any | None = None) -> None:
+    With the batch window engine the sink only reads each batch (and logs it) before it
+    returns; the engine folds it in the background while Spark reads the next one
+    (`window_batch_pipeline`). Whoever waits for a batch's outputs calls `flush` once Spark
+    reports the batch done, and whoever stops the query calls `close` after it."""
+
+    def __init__(
+        self,
+        writer: BatchWriter,
+        *,
+        processor: str,
+        window: Any | None = None,
+        pipelined: bool = True,
+    ) -> None:
         self.writer = writer
         self.processor = processor
         #: The batch window engine (`window_batch.BatchWindow`): the query's rows are its
         #: input, and it makes the envelopes.
         self.window = window
+        self._folds: Any | None = None
+        if window is not None and pipelined:
+            from pipeline_stages._engine.window_batch_pipeline import FoldPipeline
+
+            self._folds = FoldPipeline(window, self.write_envelopes)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Collect the batch, in emission order, and hand it to the writer."""
+        if self._folds is not None:
+            self._folds.submit(df, batch_id)
+            return
         found = self.window.envelopes(df, batch_id) if self.window is not None else df.collect()
+        self.write_envelopes(batch_id, found)
+
+    def flush(self) -> None:
+        """Return once every batch Spark finished is written (raises a failed fold's error)."""
+        if self._folds is not None:
+            self._folds.flush()
+
+    def close(self) -> BaseException | None:
+        """After the query stopped: wait for the last batch's write; returns the error of a
+        fold that failed (its batch stays logged for the next start)."""
+        return self._folds.close() if self._folds is not None else None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """A background fold's error (the query fails with it at its next batch)."""
+        return self._folds.failure if self._folds is not None else None
+
+    def write_envelopes(self, batch_id: int, found: list[Any]) -> None:
+        """Hand one batch's envelopes to the writer, in emission order."""
         # Sorting in Python, not with orderBy: a global sort samples its input first, which
         # would read the source twice.
         rows = sorted(found, key=lambda r: (r["seq"], r["part"], r["sub"]))

@@ -37,13 +37,14 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import VariantVal
 
@@ -87,6 +88,19 @@ def ineligible(spec: C.OperatorSpec) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class BatchInput:
+    """One micro-batch as the engine read it (`BatchWindow.read`), ready to fold."""
+
+    batch_id: int
+    #: The shipped columns (`shipped_columns`), as Arrow.
+    table: pa.Table
+    #: The batch's processing time (ms since the epoch), taken when it was read.
+    now_ms: int
+    #: The query's session, for the stages after the window.
+    session: SparkSession
+
+
 class BatchWindow:
     """The engine for one query (see the module docstring); `run` is called per batch."""
 
@@ -126,14 +140,28 @@ class BatchWindow:
     def envelopes(self, batch: DataFrame, batch_id: int) -> list[Any]:
         """The batch's envelopes as the sink reads them (`dict`s or `Row`s): the window's,
         through the stages after it when there are any."""
-        rows = self.run(batch, batch_id)
+        return self.fold(self.read(batch, batch_id))
+
+    def read(self, batch: DataFrame, batch_id: int) -> BatchInput:
+        """The batch's rows in the driver (one Spark job): what `fold` needs, so the batch
+        can be folded after `foreachBatch` has returned (`window_batch_log`)."""
+        return BatchInput(batch_id, batch.toArrow(), int(time.time() * 1000), batch.sparkSession)
+
+    def fold(self, batch: BatchInput) -> list[Any]:
+        """`envelopes` of a batch already read: its state saved, the stages after the window
+        run (a small Spark job of its own when there are any)."""
+        rows = self.run_table(batch.table, batch.batch_id, batch.now_ms)
         if self.after is None:
             return [dict(zip(ENVELOPE_COLUMNS, row, strict=True)) for row in rows]
-        frame = batch.sparkSession.createDataFrame(rows, ENVELOPE_SCHEMA)
+        frame = batch.session.createDataFrame(rows, ENVELOPE_SCHEMA)
         return self.after(frame).collect()
 
     def run(self, batch: DataFrame, batch_id: int) -> list[tuple[Any, ...]]:
         """The batch's envelope rows (`window_emit.ENVELOPE_COLUMNS`), state saved."""
+        return self.run_table(batch.toArrow(), batch_id, int(time.time() * 1000))
+
+    def run_table(self, table: pa.Table, batch_id: int, now: int) -> list[tuple[Any, ...]]:
+        """`run` on the batch's rows as read (`shipped_columns`), at processing time `now`."""
         spec = self.spec
         clock, core_state = self._load(batch_id)
         out = Emitter(spec.source)
@@ -142,9 +170,8 @@ class BatchWindow:
         lengths = buffered_lengths(core_state) if tracked else {}
         if tracked:
             core.inner.touched = set()
-        rows, doc_text = shipped_rows(batch.toArrow())
+        rows, doc_text = shipped_rows(table)
         if len(rows):
-            now = int(time.time() * 1000)
             # As in the operator: the state's many small lists make cyclic GC passes cost
             # more than the work itself.
             enabled = gc.isenabled()

@@ -59,9 +59,10 @@ def spark_session() -> Any:
 def stop_active() -> None:
     """Stop queries left running by earlier executors (the harness has no stop step)."""
     while _ACTIVE:
-        query, directory = _ACTIVE.pop()
+        query, sink, directory = _ACTIVE.pop()
         try:
             query.stop()
+            sink.close()
         finally:
             shutil.rmtree(directory, ignore_errors=True)
 
@@ -143,19 +144,21 @@ class SparkExecutor:
             self.collector, processor="spark", state_dir=f"{self.directory}/window-state"
         )
         if sink.window is not None and self.window_wrapper is not None:
-            sink.window = self.window_wrapper(sink.window)
+            self.window_wrapper(sink.window)
+        self.sink = sink
         self.query = (
             self.compiled.envelopes.writeStream.foreachBatch(sink)
             .option("checkpointLocation", f"{self.directory}/checkpoint")
             .trigger(processingTime="0 seconds")
             .start()
         )
-        _ACTIVE.append((self.query, self.directory))
+        _ACTIVE.append((self.query, self.sink, self.directory))
 
     def restart(self) -> None:
         """Stop the query after the micro-batches drained so far and start it again on the
         same checkpoint (and window state): what a processor restart does."""
         self.query.stop()
+        self.sink.close()
         self._start_query()
 
     def _clock(self) -> list[Any]:
@@ -194,6 +197,8 @@ class SparkExecutor:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"batch {batches} not processed in {BATCH_TIMEOUT_S:g} s")
             time.sleep(0.02)
+        # The batch engine writes a batch after Spark reports it (`ForeachBatchSink.flush`).
+        self.sink.flush()
 
 
 class SparkBatchExecutor(SparkExecutor):

@@ -74,20 +74,21 @@ class KafkaRun:
         )
         self.compiled = compile_pipeline(parse_pipeline(pipeline), ctx)
         self.collector = Collector(forward=forward)
+        self.sink = self.compiled.foreach_batch(
+            self.collector, processor=processor, state_dir=f"{checkpoint}-window"
+        )
         self.query = (
-            self.compiled.envelopes.writeStream.foreachBatch(
-                self.compiled.foreach_batch(
-                    self.collector, processor=processor, state_dir=f"{checkpoint}-window"
-                )
-            )
+            self.compiled.envelopes.writeStream.foreachBatch(self.sink)
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime="0 seconds")
             .start()
         )
 
     def wait(self, done: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
-        """Wait until `done()`; fail on a query error or after `timeout_s`."""
+        """Wait until `done()`, then for the batches done to be written (a batch window
+        engine writes after Spark reports them); fail on a query error or after `timeout_s`."""
         wait_until(self.query, done, what, timeout_s)
+        self.sink.flush()
 
     def progress(self) -> list[dict[str, Any]]:
         """Completed micro-batches' progress (Spark keeps the last 100)."""
@@ -118,6 +119,7 @@ class KafkaRun:
 
     def stop(self) -> None:
         self.query.stop()
+        self.sink.close()
 
 
 def drop_last_commit(checkpoint: Path) -> int:

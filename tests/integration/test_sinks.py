@@ -134,6 +134,8 @@ class Recorder(StdoutWriter):
         super().__init__(io.StringIO(), print_outputs=False, sink=sink)
         self.batch_ids: list[int] = []
         self.outputs: dict[int, list[str]] = {}
+        #: The query's `foreachBatch` sink (`start`).
+        self.batches: Any = None
 
     def write(self, batch: Any) -> None:
         super().write(batch)
@@ -164,10 +166,11 @@ def start(
     compiled = compile_pipeline(parsed, ctx)
     sink = build_run_sink(parsed, resources, processor=processor, run_tag="t")
     recorder = Recorder(sink)
+    recorder.batches = compiled.foreach_batch(
+        recorder, processor=processor, state_dir=f"{checkpoint}-window"
+    )
     query = (
-        compiled.envelopes.writeStream.foreachBatch(
-            compiled.foreach_batch(recorder, processor=processor, state_dir=f"{checkpoint}-window")
-        )
+        compiled.envelopes.writeStream.foreachBatch(recorder.batches)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="0 seconds")
         .start()
@@ -177,6 +180,12 @@ def start(
 
 def wait_for(query: Any, done: Callable[[], bool]) -> None:
     wait_until(query, done, "the query to get there", POLL_TIMEOUT_S)
+
+
+def stop(query: Any, recorder: Recorder) -> None:
+    """Stop the query, then wait for its last batch's write (`ForeachBatchSink.close`)."""
+    query.stop()
+    recorder.batches.close()
 
 
 def end_offset(query: Any) -> dict[str, Any] | None:
@@ -230,7 +239,7 @@ def test_window_results_merge_with_deterministic_ids_and_a_replay_changes_nothin
     try:
         wait_for(query, lambda: (end_offset(query) or {}).get("index") == len(WINDOW_DOCS))
     finally:
-        query.stop()
+        stop(query, recorder)
     stored = store.documents.find("app", "windows", sort=[("start", 1), ("group", 1)])
     windows = [(d["group"], d["total"]) for d in stored]
     assert windows == [("x", 1), ("y", 2), ("x", 4)]
@@ -253,7 +262,7 @@ def test_window_results_merge_with_deterministic_ids_and_a_replay_changes_nothin
     try:
         wait_for(query, lambda: replayed in again.batch_ids)
     finally:
-        query.stop()
+        stop(query, again)
     assert again.outputs[replayed] == recorder.outputs[replayed]  # the same results again
     assert store.documents.find("app", "windows", sort=[("start", 1), ("group", 1)]) == stored
 

@@ -18,6 +18,7 @@ import pytest
 
 from pipeline_stages._base import PipelineInvalid
 from pipeline_stages._engine.window_batch import ENGINE_CONF
+from pipeline_stages._engine.window_batch_log import INPUT_DIR
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.conformance.spark_executor import (
     SparkBatchExecutor,
@@ -169,12 +170,12 @@ class ReplayingWindow:
 
     def __init__(self, window: Any) -> None:
         self.replays = 0
-        self.once = window.run
-        window.run = self.run
+        self.once = window.run_table
+        window.run_table = self.run_table
 
-    def run(self, batch: Any, batch_id: int) -> list[tuple[Any, ...]]:
-        first = self.once(batch, batch_id)
-        again = self.once(batch, batch_id)
+    def run_table(self, table: Any, batch_id: int, now: int) -> list[tuple[Any, ...]]:
+        first = self.once(table, batch_id, now)
+        again = self.once(table, batch_id, now)
         assert again == first, f"batch {batch_id} replayed differently"
         self.replays += 1
         return first
@@ -211,7 +212,9 @@ def test_a_restarted_query_continues_from_the_saved_state() -> None:
     volatile = ("_id", "dlqTime", "processorName")
     dlq = [{k: v for k, v in r.items() if k not in volatile} for r in dlq]
     assert (emitted, dlq) == expected
-    saved = sorted(p.name for p in Path(executor.directory, "window-state").iterdir())
+    state_dir = Path(executor.directory, "window-state")
+    saved = sorted(p.name for p in state_dir.iterdir() if p.is_file())
+    assert not list((state_dir / INPUT_DIR).iterdir())  # every logged batch was folded
     # A snapshot, then the deltas of the batches after it (`window_batch_state`).
     assert saved[0].endswith(".state") and len(saved) >= 2, saved
     assert all(name.endswith(".delta") for name in saved[1:]), saved
@@ -223,14 +226,14 @@ class ReloadingWindow:
 
     def __init__(self, window: Any) -> None:
         self.window = window
-        self.once = window.run
+        self.once = window.run_table
         self.kinds: set[str] = set()
-        window.run = self.run
+        window.run_table = self.run_table
 
-    def run(self, batch: Any, batch_id: int) -> list[tuple[Any, ...]]:
+    def run_table(self, table: Any, batch_id: int, now: int) -> list[tuple[Any, ...]]:
         self.window.bind(self.window.state_dir)
-        found = self.once(batch, batch_id)
-        self.kinds |= {path.suffix for path in self.window.state_dir.iterdir()}
+        found = self.once(table, batch_id, now)
+        self.kinds |= {path.suffix for path in self.window.state_dir.iterdir() if path.is_file()}
         return found
 
 
