@@ -3,9 +3,11 @@
 An alternative to the window operator (`window_operator`, `applyInPandasWithState`), chosen
 with the Spark conf `spark.sluice.window.engine=batch` (`window_compile`). Per micro-batch,
 inside the query's `foreachBatch` (`ForeachBatchSink`), the batch's rows (the operator's input
-columns) come to the driver through Arrow, and the driver runs on them exactly what the
-operator's single bucket runs (`sort_rows`, `segments`, `run_segment` on the window kind's
-core), against state it keeps itself. The results are the operator's, whatever the batch size.
+columns) come to the driver through Arrow (`read`), and the driver runs on them exactly what
+the operator's single bucket runs (`sort_rows`, `segments`, `run_segment` on the window kind's
+core), against state it keeps itself (`fold`). The results are the operator's, whatever the
+batch size. The sink folds a batch in the background while Spark reads the next one
+(`window_batch_pipeline`); `envelopes` does both in turn.
 
 What it saves against the operator: the shuffle to the operator's bucket, Spark's state
 store (it saves its own state to files per batch, see below), and the JSON text of every

@@ -18,7 +18,8 @@ import pytest
 
 from pipeline_stages._base import PipelineInvalid
 from pipeline_stages._engine.window_batch import ENGINE_CONF
-from pipeline_stages._engine.window_batch_log import INPUT_DIR
+from pipeline_stages._engine.window_batch_log import INPUT_DIR, InputLog
+from pipeline_stages._engine.window_batch_pipeline import WindowFoldError
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.conformance.spark_executor import (
     SparkBatchExecutor,
@@ -290,3 +291,53 @@ def test_an_unknown_engine_is_a_compile_problem_naming_the_window() -> None:
         p.path == "/pipeline/1/$tumblingWindow" and "'fast'" in p.message
         for p in raised.value.problems
     )
+
+
+class FailingOnceWindow:
+    """Makes a batch engine's fold of batch `batch_id` fail once, as a bug or a full disk
+    would; the batches before it fold as usual."""
+
+    def __init__(self, window: Any, batch_id: int = 2) -> None:
+        self.window = window
+        self.batch_id = batch_id
+        self.failed = False
+        self.once = window.run_table
+        window.run_table = self.run_table
+
+    def run_table(self, table: Any, batch_id: int, now: int) -> list[tuple[Any, ...]]:
+        if batch_id == self.batch_id and not self.failed:
+            self.failed = True
+            raise OSError("no space left on device")
+        return self.once(table, batch_id, now)
+
+
+def test_a_failed_fold_fails_the_query_and_a_restart_folds_the_logged_batch() -> None:
+    stages = pipeline(batch_windows()["tumbling"])
+    steps = [s for s in stream(seed=7) if not isinstance(s, int)]
+    expected = run(SparkBatchExecutor(), stages, steps, batch=4)
+    executor = SparkBatchExecutor()
+    wrappers: list[FailingOnceWindow] = []
+    executor.window_wrapper = lambda window: wrappers.append(FailingOnceWindow(window))
+    executor.start(stages)
+    executor.window_wrapper = None  # a restart keeps the wrapped engine as it is
+    emitted: list[Any] = []
+    dlq: list[Any] = []
+    state_dir = Path(executor.directory, "window-state")
+    for batch_id, at in enumerate(range(0, len(steps), 4)):
+        for step in steps[at : at + 4]:
+            executor.feed([step])
+        if batch_id == 2:
+            with pytest.raises(WindowFoldError, match="batch 2 failed: no space left on device"):
+                executor.drain()
+            # Spark committed it: it stays logged for the restart.
+            assert InputLog(state_dir / INPUT_DIR).batch_ids() == [2]
+            executor.restart()  # the same engine object, whose fold works now
+            continue
+        out, dead = executor.drain()  # batch 3's folds the logged batch 2 first
+        emitted += out
+        dlq += dead
+    volatile = ("_id", "dlqTime", "processorName")
+    dlq = [{k: v for k, v in r.items() if k not in volatile} for r in dlq]
+    assert wrappers[0].failed
+    assert (emitted, dlq) == expected
+    assert InputLog(state_dir / INPUT_DIR).batch_ids() == []

@@ -131,3 +131,53 @@ def test_start_positions_are_pinned_per_checkpoint(tmp_path: Path) -> None:
         spool=spool,
     )
     assert other == connections and not (tmp_path / "g3").exists()
+
+
+class FakeQuery:
+    """A `StreamingQuery` that runs until stopped and never fails by itself."""
+
+    id = "q1"
+
+    def __init__(self) -> None:
+        self.isActive = True  # noqa: N815 - PySpark's name
+        self.stops = 0
+
+    def stop(self) -> None:
+        self.isActive = False
+        self.stops += 1
+
+    def exception(self) -> None:
+        return None
+
+
+class FakeSink:
+    """A `ForeachBatchSink` whose background fold may have failed."""
+
+    def __init__(self, failure: BaseException | None = None) -> None:
+        self.failure = failure
+        self.closed = 0
+
+    def close(self) -> BaseException | None:
+        self.closed += 1
+        return self.failure
+
+
+def test_a_failed_window_fold_stops_the_query_and_is_its_failure() -> None:
+    from service.runtime_spark import SparkQueryHandle
+
+    query, sink = FakeQuery(), FakeSink()
+    handle = SparkQueryHandle(query, sink)
+    assert handle.is_active() and handle.failure() is None
+    # The fold failed: the query would only fail at its next batch, which may never come.
+    sink.failure = OSError("no space left on device")
+    assert not handle.is_active()
+    assert (query.stops, sink.closed) == (1, 1)
+    assert handle.failure() == "the window fold failed: no space left on device"
+
+
+def test_stopping_a_query_waits_for_its_sinks_last_write() -> None:
+    from service.runtime_spark import SparkQueryHandle
+
+    query, sink = FakeQuery(), FakeSink()
+    SparkQueryHandle(query, sink).stop()
+    assert (query.stops, sink.closed) == (1, 1)
