@@ -99,10 +99,25 @@ def failure_reason(operator: str, error: Column) -> Column:
 
 
 @dataclass(frozen=True)
+class Unstamped:
+    """The source's frame before it stamped its documents with `tsFieldName` (the event time)
+    and `streamMetaFieldName` (the stream metadata), and those names (`ingest`)."""
+
+    df: DataFrame
+    ts_field: str
+    meta_field: str
+
+
+@dataclass(frozen=True)
 class StreamFrame:
     """A DataFrame of documents in flight, with the columns described in the module doc."""
 
     df: DataFrame
+    #: Only on the frame a source produced (every stage makes a new frame without it): the
+    #: same rows with their documents not yet stamped. A window right after the source may
+    #: read those instead and stamp only the few documents it sends to the DLQ
+    #: (`window_stamp`): stamping every document cost more than the window's own columns.
+    unstamped: Unstamped | None = None
 
     @property
     def healthy(self) -> Column:

@@ -6,7 +6,8 @@ Per document, in this order:
    source's own timestamp; a failing `timeField` sends the document to the DLQ;
 3. the event time is projected into `tsFieldName` (default `_ts`) and the source metadata into
    `streamMetaFieldName` (default `_stream_meta`, merged into an existing object field; `""`
-   disables it), as Atlas does.
+   disables it), as Atlas does. The frame keeps its unstamped form too (`StreamFrame.unstamped`),
+   which a window right after the source may read instead (`window_unstamped`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pipeline_stages._engine.frame import (
     WINDOW_KEY,
     WINDOW_START,
     StreamFrame,
+    Unstamped,
 )
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops_paths import key_path
@@ -122,19 +124,33 @@ def _apply_time_field(
 
 
 def _project_metadata(frame: StreamFrame, *, ts_field: str, meta_field: str) -> StreamFrame:
-    doc = F.variant_set(F.col(DOC), variant_path(ts_field), V.from_epoch_ms(F.col(EVENT_MS)))
     df = frame.df
+    existing = None
     if meta_field:
-        df = df.withColumn(
-            "__existing_meta", F.variant_get(F.col(DOC), variant_path(meta_field), "variant")
-        )
+        df = df.withColumn("__existing_meta", existing_meta(F.col(DOC), meta_field))
         existing = F.col("__existing_meta")
-        merged = F.when(
-            V.mql_type(existing) == "object", _merge_objects(existing, F.col(META))
-        ).otherwise(F.col(META))
-        doc = F.variant_set(doc, variant_path(meta_field), merged)
+    doc = stamped_doc(F.col(DOC), existing, ts_field=ts_field, meta_field=meta_field)
     updated = F.when(frame.healthy, doc).otherwise(F.col(DOC))
-    return StreamFrame(df.withColumn(DOC, updated).drop("__existing_meta"))
+    stamped = df.withColumn(DOC, updated).drop("__existing_meta")
+    return StreamFrame(stamped, unstamped=Unstamped(frame.df, ts_field, meta_field))
+
+
+def existing_meta(doc: Column, meta_field: str) -> Column:
+    """What `doc` holds in `meta_field` already (SQL NULL: nothing)."""
+    return F.variant_get(doc, variant_path(meta_field), "variant")
+
+
+def stamped_doc(doc: Column, existing: Column | None, *, ts_field: str, meta_field: str) -> Column:
+    """`doc` stamped: the event time (`EVENT_MS`) in `ts_field`, the stream metadata (`META`)
+    in `meta_field` (`""`: none) merged into an object already there (`existing`, see
+    `existing_meta`: pass a materialised column, it is read several times)."""
+    doc = F.variant_set(doc, variant_path(ts_field), V.from_epoch_ms(F.col(EVENT_MS)))
+    if not meta_field or existing is None:
+        return doc
+    merged = F.when(
+        V.mql_type(existing) == "object", _merge_objects(existing, F.col(META))
+    ).otherwise(F.col(META))
+    return F.variant_set(doc, variant_path(meta_field), merged)
 
 
 def _merge_objects(base: Column, extra: Column) -> Column:

@@ -48,15 +48,21 @@ def variant_json(variant: VariantVal) -> str:
     Not `VariantVal.toJson`: that rounds decimals past 28 digits, prints a decimal's
     trailing zeros (Spark drops them: `1.0` is `1`), and writes NaN and infinities as
     Python's `nan`/`inf`, which no JSON parser reads."""
+    return value_json(variant_value(variant))
+
+
+def variant_value(variant: VariantVal) -> Any:
+    """The VARIANT as Python values (`VariantVal.toPython`), decimals kept whole."""
     with decimal.localcontext(_DECIMAL_CONTEXT):
-        return _json(variant.toPython())
+        return variant.toPython()
 
 
-def _json(value: Any) -> str:
+def value_json(value: Any) -> str:
+    """`variant_json` of the values `variant_value` gives (changed or not)."""
     if isinstance(value, dict):
-        return "{" + ",".join(json.dumps(k) + ":" + _json(v) for k, v in value.items()) + "}"
+        return "{" + ",".join(json.dumps(k) + ":" + value_json(v) for k, v in value.items()) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(_json(v) for v in value) + "]"
+        return "[" + ",".join(value_json(v) for v in value) + "]"
     if value is None or isinstance(value, bool | int | str):
         return json.dumps(value)
     if isinstance(value, float):

@@ -52,7 +52,8 @@ from pyspark.sql.types import VariantVal
 
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.envelope import ENVELOPE_SCHEMA
-from pipeline_stages._engine.json_text import variant_json
+from pipeline_stages._engine.frame import EVENT_MS
+from pipeline_stages._engine.json_text import value_json, variant_value
 from pipeline_stages._engine.window_batch_state import (
     FixedDelta,
     StateFiles,
@@ -70,11 +71,14 @@ from pipeline_stages._engine.window_operator import (
     sort_rows,
     stats_doc,
 )
+from pipeline_stages._engine.window_stamp import stamp as stamped
 
 ENGINE_CONF = "spark.sluice.window.engine"
 ENGINES = ("operator", "batch")
 #: Whether a row ships a late-document copy (`C.ORIG`); see `shipped_columns`.
 HAS_COPY = "__w_has_copy"
+#: `(tsFieldName, streamMetaFieldName)`: how the source stamps documents (`window_stamp`).
+Stamp = tuple[str, str]
 
 
 def ineligible(spec: C.OperatorSpec) -> str | None:
@@ -106,8 +110,17 @@ class BatchInput:
 class BatchWindow:
     """The engine for one query (see the module docstring); `run` is called per batch."""
 
-    def __init__(self, spec: C.OperatorSpec, compact: DataFrame, suffix: tuple[Any, ...]) -> None:
+    def __init__(
+        self,
+        spec: C.OperatorSpec,
+        compact: DataFrame,
+        suffix: tuple[Any, ...],
+        stamp: Stamp | None = None,
+    ) -> None:
         self.spec = spec
+        #: `(tsFieldName, streamMetaFieldName)` when the input documents are the source's
+        #: unstamped ones (`window_unstamped`): late copies are stamped when rendered.
+        self.stamp = stamp
         #: The streaming frame the query runs: the operator's input columns.
         self.compact = compact
         #: The inner stages after the first blocking one(s) (`window_inner.InnerStage`).
@@ -172,7 +185,7 @@ class BatchWindow:
         lengths = buffered_lengths(core_state) if tracked else {}
         if tracked:
             core.inner.touched = set()
-        rows, doc_text = shipped_rows(table)
+        rows, doc_text = shipped_rows(table, self.stamp)
         if len(rows):
             # As in the operator: the state's many small lists make cyclic GC passes cost
             # more than the work itself.
@@ -226,39 +239,60 @@ class BatchWindow:
         return len(blob)
 
 
-def shipped_columns(columns: list[str]) -> list[Column]:
+def shipped_columns(columns: list[str], stamp: Stamp | None = None) -> list[Column]:
     """The engine's input: the operator's columns (`window_compile._shipped`), with the
     late-document copy kept a VARIANT (see `shipped_rows`) that is never SQL NULL, because
     PySpark's `toArrow` declares a VARIANT's two binaries non-nullable and fails on a null
-    one; `HAS_COPY` says whether the row has a copy."""
-    copy = F.col(C.ORIG)
+    one; `HAS_COPY` says whether the row has a copy. With `stamp`, the copy's stream
+    metadata (`C.OMETA`) too."""
+    variants = (C.ORIG, C.OMETA) if stamp is not None else (C.ORIG,)
+    null = F.parse_json(F.lit("null"))
     shipped = [
-        F.coalesce(copy, F.parse_json(F.lit("null"))).alias(name) if name == C.ORIG else F.col(name)
+        F.coalesce(F.col(name), null).alias(name) if name in variants else F.col(name)
         for name in columns
     ]
-    return [*shipped, copy.isNotNull().alias(HAS_COPY)]
+    return [*shipped, F.col(C.ORIG).isNotNull().alias(HAS_COPY)]
 
 
-def shipped_rows(table: pa.Table) -> tuple[pd.DataFrame, Callable[[Any], str | None]]:
+def shipped_rows(
+    table: pa.Table, stamp: Stamp | None = None
+) -> tuple[pd.DataFrame, Callable[[Any], str | None]]:
     """The batch's rows as pandas, and the renderer of their late-document copies.
 
     The copies (`C.ORIG`, one VARIANT per healthy document) stay Arrow binaries: their cells
     are row numbers into them (None: no copy), and only a late document is ever rendered
-    (`late_doc`). `to_json` of every document in Spark plus a Python string each was ~30 %
-    of a 125k-row batch (README, *Performance*); converting the VARIANTs to pandas would
-    build a `VariantVal` per row."""
+    (`late_doc`), stamped first with `stamp` (`window_stamp`). `to_json` of every document
+    in Spark plus a Python string each was ~30 % of a 125k-row batch (README,
+    *Performance*); converting the VARIANTs to pandas would build a `VariantVal` per row."""
+    variants = [C.ORIG, C.OMETA] if stamp is not None else [C.ORIG]
     docs = table.column(C.ORIG).combine_chunks()
     present = table.column(HAS_COPY).to_numpy()
-    rows = table.drop_columns([C.ORIG, HAS_COPY]).to_pandas()
+    rows = table.drop_columns([*variants, HAS_COPY]).to_pandas()
     cells = np.where(present, np.arange(len(docs)), None)
     rows.insert(table.column_names.index(C.ORIG), C.ORIG, cells)
     if not len(docs):
         return rows, late_doc
-    values, metadata = docs.field("value"), docs.field("metadata")
+    metas = table.column(C.OMETA).combine_chunks() if stamp is not None else None
+    event_ms = table.column(EVENT_MS).to_numpy()
+
+    def variant(column: pa.StructArray, cell: int) -> Any:
+        value, metadata = column.field("value")[cell], column.field("metadata")[cell]
+        return variant_value(VariantVal(value.as_py(), metadata.as_py()))
 
     def doc_text(cell: Any) -> str | None:
         if cell is None:
             return None
-        return late_doc(variant_json(VariantVal(values[cell].as_py(), metadata[cell].as_py())))
+        doc = variant(docs, cell)
+        if stamp is not None and isinstance(doc, dict):
+            ts_field, meta_field = stamp
+            meta = variant(metas, cell)
+            doc = stamped(
+                doc,
+                event_ms=int(event_ms[cell]),
+                meta=meta,
+                ts_field=ts_field,
+                meta_field=meta_field,
+            )
+        return late_doc(value_json(doc))
 
     return rows, doc_text

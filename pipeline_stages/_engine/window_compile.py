@@ -35,6 +35,7 @@ rest. Both plans are built; the planner (`plan`) picks the engine's when there i
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,7 +43,7 @@ from typing import Any
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from pipeline_stages._base import ProblemCode, join_path
+from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.context import WindowPlan
 from pipeline_stages._engine.envelope import (
@@ -50,7 +51,7 @@ from pipeline_stages._engine.envelope import (
     envelope_from_frame,
     frame_from_envelope,
 )
-from pipeline_stages._engine.frame import DOC, EVENT_MS, PART, SEQ, SUB, StreamFrame
+from pipeline_stages._engine.frame import DOC, EVENT_MS, PART, SEQ, SUB, StreamFrame, Unstamped
 from pipeline_stages._engine.window_args import compile_group, compile_partition
 from pipeline_stages._engine.window_batch import (
     ENGINE_CONF,
@@ -70,6 +71,7 @@ from pipeline_stages._engine.window_inner import (
     with_flags,
 )
 from pipeline_stages._engine.window_operator import STATE_SCHEMA, make_operator
+from pipeline_stages._engine.window_unstamped import stamped_failures, unstamped_input
 
 
 @dataclass(frozen=True)
@@ -165,52 +167,71 @@ def compile_window(
             f"{key}: reading the window (stream.window / _stream_meta.window) before the "
             "first $group/$sort is not supported: the window is only known when it closes",
         )
-    frame = with_flags(frame, test_clock=source.test_clock, has_dlq=ctx.has_dlq)
-    if kind != "fixed":
-        frame = compile_partition(
-            frame,
-            partition_by,
-            path=join_path(path, key, "partitionBy"),
-            operator=split.first_operator,
-            problems=problems,
-        )
-    if exploded and isinstance(geometry, C.FixedGeometry):
-        frame = explode_fixed(frame, geometry, meta_field=source.meta_field)
-    frame = compile_prefix(frame, split.prefix, ctx)
-    group_plan = None
-    if group_stage is not None:
-        frame, group_plan = compile_group(frame, group_stage, problems)
-    inner = C.InnerPlan(
-        group=group_plan,
-        sort=tuple(first.spec.keys.items()) if first is not None and first.key == "$sort" else None,
-        later=_later(split, problems),
-        needs_doc=group_plan is None,
-        exploded=exploded,
-        first_operator=split.first_operator,
-    )
     buckets = _bucket_count(ctx)
     if buckets > 1:
         # A bucket only sees the partitions its keys arrive on (see the module docstring).
         source = replace(source, partitions=None)
-    op_spec = C.OperatorSpec(
-        kind=kind,
-        geometry=geometry,
-        allowed_lateness_ms=spec.allowed_lateness_ms(),
-        idle_timeout_ms=spec.idle_timeout_ms(),
-        processing_time=not spec.event_time,
-        inner=inner,
-        source=source,
-        has_dlq=ctx.has_dlq,
-        partitioned=partition_by is not None,
-        bucket_count=buckets,
-    )
-    shipped = _shipped(frame, op_spec)
+
+    def operator_input(
+        frame: StreamFrame, ctx: Any
+    ) -> tuple[C.OperatorSpec, tuple[Any, list[str]]]:
+        """The operator's spec and input columns over the documents entering the window."""
+        problems = ctx.problems
+        frame = with_flags(frame, test_clock=source.test_clock, has_dlq=ctx.has_dlq)
+        if kind != "fixed":
+            frame = compile_partition(
+                frame,
+                partition_by,
+                path=join_path(path, key, "partitionBy"),
+                operator=split.first_operator,
+                problems=problems,
+            )
+        if exploded and isinstance(geometry, C.FixedGeometry):
+            frame = explode_fixed(frame, geometry, meta_field=source.meta_field)
+        frame = compile_prefix(frame, split.prefix, ctx)
+        group_plan = None
+        if group_stage is not None:
+            frame, group_plan = compile_group(frame, group_stage, problems)
+        first_sort = first is not None and first.key == "$sort"
+        inner = C.InnerPlan(
+            group=group_plan,
+            sort=tuple(first.spec.keys.items()) if first_sort else None,
+            later=_later(split, problems),
+            needs_doc=group_plan is None,
+            exploded=exploded,
+            first_operator=split.first_operator,
+        )
+        op_spec = C.OperatorSpec(
+            kind=kind,
+            geometry=geometry,
+            allowed_lateness_ms=spec.allowed_lateness_ms(),
+            idle_timeout_ms=spec.idle_timeout_ms(),
+            processing_time=not spec.event_time,
+            inner=inner,
+            source=source,
+            has_dlq=ctx.has_dlq,
+            partitioned=partition_by is not None,
+            bucket_count=buckets,
+        )
+        return op_spec, _shipped(frame, op_spec)
+
+    op_spec, shipped = operator_input(frame, ctx)
     envelopes = _operator(shipped, op_spec)
     clock = {
         "closes_on_clock": op_spec.idle_timeout_ms is not None or op_spec.processing_time,
         "runs_when_idle": op_spec.runs_when_idle,
     }
-    batch = _batch_window(shipped, op_spec, tuple(split.suffix), _engine(ctx, path, key))
+    batch = None
+    if _engine(ctx, path, key) == "batch" and ineligible(op_spec) is None:
+        entering = [*split.prefix, *split.blocking[:1]]
+        unstamped = None if exploded else unstamped_input(frame, entering, partition_by)
+        if unstamped is not None:
+            # The same compile over the unstamped documents; its problems were reported.
+            local = copy.copy(ctx)
+            local.problems = ProblemCollector()
+            op_spec, shipped = operator_input(StreamFrame(unstamped.df), local)
+            shipped = stamped_failures(shipped, unstamped)
+        batch = _batch_window(shipped, op_spec, tuple(split.suffix), unstamped)
     if not split.suffix:
         return WindowResult(envelopes=envelopes, batch=batch, **clock)
     from pipeline_stages import REGISTRY
@@ -302,11 +323,10 @@ def _batch_window(
     shipped: tuple[Any, list[str]],
     spec: C.OperatorSpec,
     suffix: tuple[InnerStage, ...],
-    engine: str,
-) -> BatchWindow | None:
-    """The batch engine for this window (over the operator's input, `_shipped`) when asked
-    for and able to run it."""
-    if engine != "batch" or ineligible(spec) is not None:
-        return None
+    unstamped: Unstamped | None,
+) -> BatchWindow:
+    """The batch engine for this window, over the operator's input (`_shipped`): of the
+    unstamped documents when given (`window_stamp`)."""
     df, columns = shipped
-    return BatchWindow(spec, df.select(*shipped_columns(columns)), suffix)
+    stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
+    return BatchWindow(spec, df.select(*shipped_columns(columns, stamp)), suffix, stamp)

@@ -10,6 +10,7 @@ window without a wall-clock rule, and the operator on the others.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -341,3 +342,91 @@ def test_a_failed_fold_fails_the_query_and_a_restart_folds_the_logged_batch() ->
     assert wrappers[0].failed
     assert (emitted, dlq) == expected
     assert InputLog(state_dir / INPUT_DIR).batch_ids() == []
+
+
+class Stamps:
+    """Records how the batch engine stamps late copies (`BatchWindow.stamp`)."""
+
+    def __init__(self, window: Any) -> None:
+        self.stamp = window.stamp
+
+
+#: Documents with a stamped field of their own (an object to merge into, a date and a number
+#: to replace, a user `_ts`) and keys in different orders by UTF-16 unit and by code point.
+OWN_FIELDS: list[dict[str, Any]] = [
+    {"_stream_meta": {"mine": 1, "source": "theirs", "z": [1]}},
+    {"_stream_meta": {"$date": "2024-01-01T00:00:00.000Z"}},
+    {"_stream_meta": 5},
+    {"_ts": "user's own"},
+    {"origin": {"source": 1, "b": 2}, "arrival": 7},
+    {"\uffff": 1, "😀": 2, "a": 3},
+]
+
+
+@pytest.mark.parametrize(
+    ("fields", "stamp"),
+    [
+        ({}, ("_ts", "_stream_meta")),
+        ({"tsFieldName": "arrival", "streamMetaFieldName": "origin"}, ("arrival", "origin")),
+        ({"streamMetaFieldName": ""}, ("_ts", "")),
+    ],
+)
+def test_unstamped_documents_dlq_copies_are_stamped_as_the_operators(
+    fields: dict[str, Any], stamp: tuple[str, str]
+) -> None:
+    source, window = pipeline(batch_windows()["tumbling"])
+    stages = [{"$source": {**source["$source"], **fields}}, window]
+    far_ms = BASE_MS + 60_000
+    far = {"id": 0, "k": "a", "v": 1, "d": 1, "ts": {"$date": {"$numberLong": str(far_ms)}}}
+    late = [
+        {"id": n, "k": "b", "v": 1, "d": 1, "val": value, **OWN_FIELDS[n % len(OWN_FIELDS)], "ts": {"$date": {"$numberLong": str(BASE_MS + n)}}}
+        for n, value in enumerate(VALUES, start=1)
+    ]  # fmt: skip
+    # On time, failing inside the window ($divide by zero): copied in Spark, stamped.
+    failing = [
+        {"id": 900 + n, "k": "c", "v": 1, "d": 0, **own, "ts": {"$date": {"$numberLong": str(far_ms + n)}}}
+        for n, own in enumerate(OWN_FIELDS)
+    ]  # fmt: skip
+    steps = [far, *late, *failing]
+    operator = run(SparkExecutor(), stages, steps, batch=1000)
+    batch, wrappers = run_wrapped(Stamps, stages, steps)
+    assert wrappers[0].stamp == stamp
+    reasons = [r["errInfo"]["reason"] for r in operator[1]]
+    assert reasons.count(LATE) == len(VALUES)
+    assert sum("GroupOperator" in r for r in reasons) == len(OWN_FIELDS)
+    assert batch == operator
+    assert canonical(batch[1]) == canonical(operator[1])
+
+    # The late copies' field order too: a VARIANT object's, which the operator's keep.
+    def late_texts(dlq: list[dict[str, Any]]) -> list[str]:
+        return [json.dumps(r["doc"]) for r in dlq if r["errInfo"]["reason"] == LATE]
+
+    assert late_texts(batch[1]) == late_texts(operator[1])
+
+
+@pytest.mark.parametrize(
+    ("name", "stages", "unstamped"),
+    [
+        ("$group right after the source", [batch_windows()["tumbling"]], True),
+        ("session, partitionBy", [batch_windows()["session"]], True),
+        ("$match inside, then $group", [batch_windows([{"$match": {"k": "a"}}, GROUP])["hopping"]], True),
+        ("$count", [batch_windows([{"$count": "n"}])["tumbling"]], True),
+        ("a stage before the window", [{"$match": {"k": "a"}}, batch_windows()["tumbling"]], False),
+        ("$addFields inside", [batch_windows([{"$addFields": {"x": 1}}, GROUP])["tumbling"]], False),
+        ("no $group", [batch_windows([{"$sort": {"id": 1}}])["tumbling"]], False),
+        ("$group reads _ts", [batch_windows([{"$group": {"_id": "$k", "t": {"$max": "$_ts"}}}])["tumbling"]], False),
+        ("$group reads $$ROOT", [batch_windows([{"$group": {"_id": "$k", "d": {"$push": "$$ROOT"}}}])["tumbling"]], False),
+        ("$getField of _stream_meta", [batch_windows([{"$group": {"_id": {"$getField": "_stream_meta"}}}])["tumbling"]], False),
+        ("window meta before $group", [batch_windows([{"$group": {"_id": {"$meta": "stream.window.start"}}}])["tumbling"]], False),
+    ],
+)  # fmt: skip
+def test_the_batch_engine_reads_unstamped_documents_only_when_nothing_reads_the_stamp(
+    name: str, stages: list[dict[str, Any]], unstamped: bool
+) -> None:
+    source, _ = pipeline(batch_windows()["tumbling"])
+    executor = SparkBatchExecutor()
+    try:
+        executor.start([source, *stages])
+    finally:
+        stop_active()
+    assert (executor.compiled.batch_window.stamp is not None) is unstamped, name
