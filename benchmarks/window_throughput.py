@@ -35,7 +35,8 @@ watermark, global idleness); P > 1 is the parallel mode, with per-bucket waterma
 the batch window engine (`spark.sluice.window.engine=batch`, `window_batch.py`), which runs
 in the sink's `foreachBatch` (`ForeachBatchSink`, as the service runs it: each batch folds in
 the background while Spark reads the next, `window_batch_pipeline`); `--no-batch-engine`
-leaves it out, and `--sync-batch-engine` adds it folding each batch before returning.
+leaves it out, `--sync-batch-engine` adds it folding each batch before returning, and
+`--stamped-batch-engine` adds it reading stamped documents (see `window_unstamped`).
 
 Data: event time advances 1 ms per row with U(0, 3 s) disorder; 0.1 % of the rows are 120 s
 late. Each run is timed from the query's start until every row has been read (and folded,
@@ -198,10 +199,12 @@ def sluice_query(
     buckets: int = 1,
     fmt: str = "typed",
     engine: str = "operator",
+    unstamped: bool = True,
 ) -> Any:
     """The compiled window stage over documents built from the same columns (`typed`) or
     read from the JSON lines by the source path (`json`): the envelopes' frame, or with
-    `engine="batch"` a `(input frame, BatchWindow)` pair (the engine runs in the sink)."""
+    `engine="batch"` a `(input frame, BatchWindow)` pair (the engine runs in the sink).
+    `unstamped=False` hides the source's unstamped documents from the batch engine."""
     from pipeline_stages import parse_stage
     from pipeline_stages._base import ProblemCollector
     from pipeline_stages._engine.context import CompileContext
@@ -212,6 +215,8 @@ def sluice_query(
         frame = json_frame(spark, directory, ctx)
     else:
         frame = typed_frame(spark, directory)
+    if not unstamped:
+        frame = type(frame)(frame.df)
     ctx.has_dlq = True
     ctx.window_source = WindowSource(partitions=1)  # type: ignore[attr-defined]
     spark.conf.set("spark.sluice.window.buckets", str(buckets))
@@ -254,21 +259,19 @@ def json_frame(spark: SparkSession, directory: Path, ctx: Any) -> Any:
 
 
 def typed_frame(spark: SparkSession, directory: Path) -> Any:
-    """Documents built with `to_variant_object` from the parquet columns."""
+    """Documents built with `to_variant_object` from the parquet columns, stamped with `_ts`
+    and `_stream_meta` as a source stamps them, and unstamped (`StreamFrame.unstamped`)."""
     from pipeline_stages._engine import frame as fr
     from pipeline_stages._mql import values as V
 
     source = stream(spark, directory)
     event_ms = F.unix_millis("ts")
     meta = F.parse_json(F.lit('{"source":{"type":"generated"}}'))
-    doc = F.to_variant_object(
-        F.named_struct(
-            F.lit("key"), F.col("key"), F.lit("v"), F.col("v"), F.lit("id"), F.col("id"),
-            F.lit("_ts"), V.from_epoch_ms(event_ms), F.lit("_stream_meta"), meta,
-        )
-    )  # fmt: skip
-    return fr.StreamFrame(
-        source.select(
+    fields = [F.lit("key"), F.col("key"), F.lit("v"), F.col("v"), F.lit("id"), F.col("id")]
+    stamp = [F.lit("_ts"), V.from_epoch_ms(event_ms), F.lit("_stream_meta"), meta]
+
+    def documents(doc: Any) -> DataFrame:
+        return source.select(
             F.lit(0).alias(fr.PART),
             F.col("seq").alias(fr.SEQ),
             F.lit(0).cast("bigint").alias(fr.SUB),
@@ -282,7 +285,10 @@ def typed_frame(spark: SparkSession, directory: Path) -> Any:
             F.lit(None).cast("bigint").alias(fr.WINDOW_START),
             F.lit(None).cast("string").alias(fr.WINDOW_KEY),
         )
-    )
+
+    stamped = documents(F.to_variant_object(F.named_struct(*fields, *stamp)))
+    unstamped = documents(F.to_variant_object(F.named_struct(*fields)))
+    return fr.StreamFrame(stamped, unstamped=fr.Unstamped(unstamped, "_ts", "_stream_meta"))
 
 
 # --------------------------------------------------------------------------- running
@@ -461,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the batch engine folding each batch before the next is read",
     )
+    parser.add_argument(
+        "--stamped-batch-engine",
+        action="store_true",
+        help="also measure the batch engine reading the source's stamped documents",
+    )
     args = parser.parse_args(argv)
 
     spark = local_session("sluice-window-bench")
@@ -482,9 +493,10 @@ def main(argv: list[str] | None = None) -> int:
             builders[name] = lambda w=workload, p=p, f=fmt: sluice_query(spark, directory, w, p, f)
         batch_names = ["sluice/batch"] if args.batch_engine else []
         batch_names += ["sluice/batch-sync"] if args.sync_batch_engine else []
+        batch_names += ["sluice/batch-stamped"] if args.stamped_batch_engine else []
         for name in batch_names:
-            builders[name] = lambda w=workload, f=fmt: sluice_query(
-                spark, directory, w, 1, f, engine="batch"
+            builders[name] = lambda w=workload, f=fmt, n=name: sluice_query(
+                spark, directory, w, 1, f, engine="batch", unstamped=n != "sluice/batch-stamped"
             )
         results: dict[str, list[Run]] = {name: [] for name in builders}
         for name, build in builders.items():  # warm-up, discarded

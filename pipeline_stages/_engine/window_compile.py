@@ -30,7 +30,9 @@ but are not Atlas's results in general.
 The Spark conf `spark.sluice.window.engine=batch` asks for the batch engine instead
 (`window_batch`: the operator's code run per micro-batch in the driver, from `foreachBatch`);
 it takes the windows without a wall-clock rule (`window_batch.ineligible`), the operator the
-rest. Both plans are built; the planner (`plan`) picks the engine's when there is one.
+rest. Both plans are built; the planner (`plan`) picks the engine's when there is one. The
+batch engine's plan reads the source's unstamped documents where that gives the same results
+(`window_unstamped`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import pytest
 from pipeline_stages._engine.ingest import INVALID_JSON
 from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sinks.kafka import HEADER_BATCH_ID, HEADER_OUTPUT_ID, KafkaEmitWriter
+from pipeline_stages._engine.window_batch import ENGINE_CONF
 from tests.integration.kafka_runs import CONNECTION, KafkaRun, drop_last_commit
 from tests.kafka_broker import KafkaBroker
 
@@ -173,6 +174,42 @@ def _window_run(spark: Any, broker: KafkaBroker, topic: str, batch: int, where: 
     )
     batches = sum(1 for p in run.progress() if p["numInputRows"])
     return outputs, dlq, batches
+
+
+def test_the_batch_engine_reads_unstamped_kafka_documents_and_stamps_late_copies(
+    spark: Any, kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    topic = kafka_broker.create_topic(1)
+    values = [json.dumps({"i": i, "_stream_meta": {"mine": i}}) for i in range(len(STAMPS))]
+    kafka_broker.produce(topic, values, partition=0, timestamps_ms=[BASE_MS + t for t in STAMPS])
+    found = {}
+    for engine in ("operator", "batch"):
+        spark.conf.set(ENGINE_CONF, engine)
+        try:
+            run = KafkaRun(
+                spark, [source(topic), WINDOW], kafka_broker.bootstrap, tmp_path / engine
+            )
+        finally:
+            spark.conf.unset(ENGINE_CONF)
+        try:
+            run.wait_consumed(topic, {0: len(STAMPS)})
+        finally:
+            run.stop()
+        window = run.compiled.batch_window
+        found[engine] = (run.collector.outputs, run.collector.dlq, window and window.stamp)
+    volatile = ("_id", "dlqTime")
+    operator, batch = (
+        (outputs, [{k: v for k, v in d.items() if k not in volatile} for d in dlq], stamp)
+        for outputs, dlq, stamp in (found["operator"], found["batch"])
+    )
+    assert batch[2] == ("_ts", "_stream_meta") and operator[2] is None
+    assert batch[:2] == operator[:2]
+    late = [d["doc"] for d in batch[1]]
+    assert [d["i"] for d in late] == [3, 6, 11]
+    # Stamped as the source stamps: the event time, the Kafka metadata merged into theirs.
+    assert late[0]["_ts"] == date(200)
+    assert late[0]["_stream_meta"]["mine"] == 3
+    assert late[0]["_stream_meta"]["source"]["offset"] == 3
 
 
 def test_tumbling_window_results_do_not_depend_on_batch_size(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -98,7 +99,12 @@ def fail_key_errors(frame: StreamFrame, operator: str) -> StreamFrame:
     """Send messages whose key did not decode (`keyFormatError: "dlq"`) to the DLQ."""
     error = F.try_variant_get(F.col(META), "$.source.keyError", "string")
     reason = F.concat(F.lit("Failed to process input document with error: "), error)
-    return frame.fail(error.isNotNull(), reason, operator)
+    failed = frame.fail(error.isNotNull(), reason, operator)
+    if frame.unstamped is None:
+        return failed
+    # The key is the message's, not the document's: the unstamped form fails alike.
+    unstamped = StreamFrame(frame.unstamped.df).fail(error.isNotNull(), reason, operator)
+    return StreamFrame(failed.df, unstamped=replace(frame.unstamped, df=unstamped.df))
 
 
 def _max_offsets(spec: Any) -> int:
