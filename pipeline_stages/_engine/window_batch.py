@@ -272,8 +272,10 @@ def shipped_rows(
     rows.insert(table.column_names.index(C.ORIG), C.ORIG, cells)
     if not len(docs):
         return rows, late_doc
-    metas = table.column(C.OMETA).combine_chunks() if stamp is not None else None
-    event_ms = table.column(EVENT_MS).to_numpy()
+    metas = event_ms = None
+    if stamp is not None:
+        metas = table.column(C.OMETA).combine_chunks()
+        event_ms = table.column(EVENT_MS).to_numpy()
 
     def variant(column: pa.StructArray, cell: int) -> Any:
         value, metadata = column.field("value")[cell], column.field("metadata")[cell]

@@ -135,7 +135,7 @@ class Recorder(StdoutWriter):
         self.batch_ids: list[int] = []
         self.outputs: dict[int, list[str]] = {}
         #: The query's `foreachBatch` sink (`start`).
-        self.batches: Any = None
+        self.foreach_sink: Any = None
 
     def write(self, batch: Any) -> None:
         super().write(batch)
@@ -166,11 +166,11 @@ def start(
     compiled = compile_pipeline(parsed, ctx)
     sink = build_run_sink(parsed, resources, processor=processor, run_tag="t")
     recorder = Recorder(sink)
-    recorder.batches = compiled.foreach_batch(
+    recorder.foreach_sink = compiled.foreach_batch(
         recorder, processor=processor, state_dir=f"{checkpoint}-window"
     )
     query = (
-        compiled.envelopes.writeStream.foreachBatch(recorder.batches)
+        compiled.envelopes.writeStream.foreachBatch(recorder.foreach_sink)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="0 seconds")
         .start()
@@ -185,7 +185,7 @@ def wait_for(query: Any, done: Callable[[], bool]) -> None:
 def stop(query: Any, recorder: Recorder) -> None:
     """Stop the query, then wait for its last batch's write (`ForeachBatchSink.close`)."""
     query.stop()
-    recorder.batches.close()
+    recorder.foreach_sink.close()
 
 
 def end_offset(query: Any) -> dict[str, Any] | None:
