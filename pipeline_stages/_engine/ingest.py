@@ -63,7 +63,7 @@ def ingest(
 ) -> StreamFrame:
     """Turn a raw record stream (see `sources.RAW_SCHEMA`) into a stream frame."""
     staged = raw.withColumn("__parsed", F.try_parse_json(F.col("raw")))
-    staged = staged.withColumn("__is_object", V.mql_type(F.col("__parsed")) == "object")
+    staged = staged.withColumn("__is_object", V.is_plain_object(F.col("__parsed")))
     parsed, is_object = F.col("__parsed"), F.col("__is_object")
     df = staged.select(
         F.col(PART),

@@ -41,6 +41,18 @@ def test_kind_of(spark):
 
 
 @pytest.mark.spark
+def test_is_plain_object_is_kind_of_object(spark):
+    edges = ['{"a": 1, "$date": 5}', '{"$date": null}', '{"$oid": null, "b": 1}', "{}",
+             '{"$dates": 1}', '[{"a": 1}]', '{"a": {"$date": 5}}']  # fmt: skip
+    texts = [j for j, _ in KINDS] + edges
+    df = spark.createDataFrame([(j,) for j in texts], "j string")
+    value = F.parse_json("j")
+    rows = df.select(V.kind_of(value) == "object", V.is_plain_object(value)).collect()
+    assert [r[1] for r in rows] == [r[0] for r in rows]
+    assert [r[1] for r in rows].count(True) == 4  # `{"a": 1}`, `{}`, `$dates`, nested date
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize("with_kinds", [False, True], ids=["computed kinds", "precomputed kinds"])
 def test_compare_follows_bson_order(spark, with_kinds):
     n = len(ORDERED)
@@ -176,6 +188,14 @@ DATE_FORMS = [
     ('{"$date": "not a date"}', None),
     ('"2024-01-01T00:00:01.500Z"', None),
     ('{"a": 1}', None),
+    # Edges of "a date is an object with a `$date` key" (`as_timestamp` reads `$date` only).
+    ('{"a": 1, "$date": 5}', 5),
+    ('{"$oid": "507f1f77bcf86cd799439011", "$date": 5}', 5),
+    ('{"$date": null}', None),
+    ('[{"$date": 5}]', None),
+    ("5", None),
+    ("null", None),
+    ('{"$numberLong": "5"}', None),
 ]
 
 
