@@ -36,7 +36,8 @@ the batch window engine (`spark.sluice.window.engine=batch`, `window_batch.py`),
 in the sink's `foreachBatch` (`ForeachBatchSink`, as the service runs it: each batch folds in
 the background while Spark reads the next, `window_batch_pipeline`); `--no-batch-engine`
 leaves it out, `--sync-batch-engine` adds it folding each batch before returning, and
-`--stamped-batch-engine` adds it reading stamped documents (see `window_unstamped`).
+`--stamped-batch-engine` adds it reading stamped documents (see `window_unstamped`);
+`--stamped-operator` adds the operator (one bucket) reading stamped documents.
 
 Data: event time advances 1 ms per row with U(0, 3 s) disorder; 0.1 % of the rows are 120 s
 late. Each run is timed from the query's start until every row has been read (and folded,
@@ -205,7 +206,7 @@ def sluice_query(
     """The compiled window stage over documents built from the same columns (`typed`) or
     read from the JSON lines by the source path (`json`): the envelopes' frame, or with
     `engine="batch"` a `(input frame, BatchWindow)` pair (the engine runs in the sink).
-    `unstamped=False` hides the source's unstamped documents from the batch engine."""
+    `unstamped=False` hides the source's unstamped documents from the window."""
     from pipeline_stages import parse_stage
     from pipeline_stages._base import ProblemCollector
     from pipeline_stages._engine.context import CompileContext
@@ -477,6 +478,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the batch engine reading the source's stamped documents",
     )
+    parser.add_argument(
+        "--stamped-operator",
+        action="store_true",
+        help="also measure the operator (one bucket) reading the source's stamped documents",
+    )
     args = parser.parse_args(argv)
 
     spark = local_session("sluice-window-bench")
@@ -496,6 +502,10 @@ def main(argv: list[str] | None = None) -> int:
         for p in (int(b) for b in args.buckets.split(",")):
             name = "sluice" if p == 1 else f"sluice/P{p}"
             builders[name] = lambda w=workload, p=p, f=fmt: sluice_query(spark, directory, w, p, f)
+        if args.stamped_operator:
+            builders["sluice/stamped"] = lambda w=workload, f=fmt: sluice_query(
+                spark, directory, w, 1, f, unstamped=False
+            )
         batch_names = ["sluice/batch"] if args.batch_engine else []
         batch_names += ["sluice/batch-sync"] if args.sync_batch_engine else []
         batch_names += ["sluice/batch-stamped"] if args.stamped_batch_engine else []

@@ -30,14 +30,12 @@ but are not Atlas's results in general.
 The Spark conf `spark.sluice.window.engine=batch` asks for the batch engine instead
 (`window_batch`: the operator's code run per micro-batch in the driver, from `foreachBatch`);
 it takes the windows without a wall-clock rule (`window_batch.ineligible`), the operator the
-rest. Both plans are built; the planner (`plan`) picks the engine's when there is one. The
-batch engine's plan reads the source's unstamped documents where that gives the same results
-(`window_unstamped`).
+rest. Both plans are built; the planner (`plan`) picks the engine's when there is one. Both
+read the source's unstamped documents where that gives the same results (`window_unstamped`).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,7 +43,7 @@ from typing import Any
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
+from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.context import WindowPlan
 from pipeline_stages._engine.envelope import (
@@ -53,12 +51,13 @@ from pipeline_stages._engine.envelope import (
     envelope_from_frame,
     frame_from_envelope,
 )
-from pipeline_stages._engine.frame import DOC, EVENT_MS, PART, SEQ, SUB, StreamFrame, Unstamped
+from pipeline_stages._engine.frame import DOC, EVENT_MS, PART, SEQ, SUB, StreamFrame
 from pipeline_stages._engine.window_args import compile_group, compile_partition
 from pipeline_stages._engine.window_batch import (
     ENGINE_CONF,
     ENGINES,
     BatchWindow,
+    Stamp,
     ineligible,
     shipped_columns,
 )
@@ -73,7 +72,11 @@ from pipeline_stages._engine.window_inner import (
     with_flags,
 )
 from pipeline_stages._engine.window_operator import STATE_SCHEMA, make_operator
-from pipeline_stages._engine.window_unstamped import stamped_failures, unstamped_input
+from pipeline_stages._engine.window_unstamped import (
+    stamped_failures,
+    unstamped_input,
+    unstamped_reads,
+)
 
 
 @dataclass(frozen=True)
@@ -217,23 +220,24 @@ def compile_window(
         )
         return op_spec, _shipped(frame, op_spec)
 
-    op_spec, shipped = operator_input(frame, ctx)
-    envelopes = _operator(shipped, op_spec)
+    unstamped = None
+    if not exploded and unstamped_reads(ctx.spark):
+        entering = [*split.prefix, *split.blocking[:1]]
+        unstamped = unstamped_input(frame, entering, partition_by)
+    if unstamped is None:
+        op_spec, shipped = operator_input(frame, ctx)
+    else:
+        op_spec, shipped = operator_input(StreamFrame(unstamped.df), ctx)
+        shipped = stamped_failures(shipped, unstamped)
+    stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
+    envelopes = _operator(shipped, op_spec, stamp)
     clock = {
         "closes_on_clock": op_spec.idle_timeout_ms is not None or op_spec.processing_time,
         "runs_when_idle": op_spec.runs_when_idle,
     }
     batch = None
     if _engine(ctx, path, key) == "batch" and ineligible(op_spec) is None:
-        entering = [*split.prefix, *split.blocking[:1]]
-        unstamped = None if exploded else unstamped_input(frame, entering, partition_by)
-        if unstamped is not None:
-            # The same compile over the unstamped documents; its problems were reported.
-            local = copy.copy(ctx)
-            local.problems = ProblemCollector()
-            op_spec, shipped = operator_input(StreamFrame(unstamped.df), local)
-            shipped = stamped_failures(shipped, unstamped)
-        batch = _batch_window(shipped, op_spec, tuple(split.suffix), unstamped)
+        batch = _batch_window(shipped, op_spec, tuple(split.suffix), stamp)
     if not split.suffix:
         return WindowResult(envelopes=envelopes, batch=batch, **clock)
     from pipeline_stages import REGISTRY
@@ -265,15 +269,16 @@ def _bucket(spec: C.OperatorSpec) -> Any:
     return bucket
 
 
-def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec) -> Any:
-    """Ship the compact columns (`_shipped`) to the operator and run it."""
+def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec, stamp: Stamp | None) -> Any:
+    """Ship the compact columns (`_shipped`) to the operator and run it; `stamp`: the
+    documents are the source's unstamped ones (`window_unstamped`)."""
     df, columns = shipped
-    # The late-document copy as JSON text: text beats the VARIANT itself end to end here
-    # (measured, 1M rows in 125k batches, trivial operator: 72k vs 66k rows/s), because
-    # PySpark turns each shipped VARIANT into a dict and a `VariantVal` (0.31 s CPU per 125k
-    # rows, as much as the operator's own work). The batch engine reads Arrow instead and
-    # ships the VARIANT (`window_batch.shipped_rows`).
-    as_text = [F.to_json(c).alias(c) if c == C.ORIG else F.col(c) for c in columns]
+    # The late-document copy (and its stream metadata) as JSON text: text beats the VARIANT
+    # itself end to end here (measured, 1M rows in 125k batches, trivial operator: 72k vs 66k
+    # rows/s), because PySpark turns each shipped VARIANT into a dict and a `VariantVal`
+    # (0.31 s CPU per 125k rows, as much as the operator's own work). The batch engine reads
+    # Arrow instead and ships the VARIANT (`window_batch.shipped_rows`).
+    as_text = [F.to_json(c).alias(c) if c in (C.ORIG, C.OMETA) else F.col(c) for c in columns]
     compact = df.select(_bucket(spec).alias(C.BUCKET), *as_text)
     timeout = (
         GroupStateTimeout.NoTimeout
@@ -281,7 +286,7 @@ def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec) -> Any:
         else GroupStateTimeout.ProcessingTimeTimeout
     )
     return compact.groupBy(C.BUCKET).applyInPandasWithState(
-        make_operator(spec), ENVELOPE_SCHEMA, STATE_SCHEMA, "append", timeout
+        make_operator(spec, stamp), ENVELOPE_SCHEMA, STATE_SCHEMA, "append", timeout
     )
 
 
@@ -325,10 +330,9 @@ def _batch_window(
     shipped: tuple[Any, list[str]],
     spec: C.OperatorSpec,
     suffix: tuple[InnerStage, ...],
-    unstamped: Unstamped | None,
+    stamp: Stamp | None,
 ) -> BatchWindow:
     """The batch engine for this window, over the operator's input (`_shipped`): of the
-    unstamped documents when given (`window_stamp`)."""
+    unstamped documents when `stamp` is given (`window_stamp`)."""
     df, columns = shipped
-    stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
     return BatchWindow(spec, df.select(*shipped_columns(columns, stamp)), suffix, stamp)

@@ -36,6 +36,7 @@ import pandas as pd
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.window_clock import Clock
 from pipeline_stages._engine.window_emit import Emitter, Segment, late_doc
+from pipeline_stages._engine.window_stamp import stamp_text
 from pipeline_stages._engine.window_values import date_json
 
 STATE_SCHEMA = "blob BINARY"
@@ -198,8 +199,12 @@ def stats_doc(
     }
 
 
-def make_operator(spec: C.OperatorSpec) -> Callable[..., Iterator[pd.DataFrame]]:
-    """The function for `applyInPandasWithState` (state schema `STATE_SCHEMA`)."""
+def make_operator(
+    spec: C.OperatorSpec, stamp: tuple[str, str] | None = None
+) -> Callable[..., Iterator[pd.DataFrame]]:
+    """The function for `applyInPandasWithState` (state schema `STATE_SCHEMA`); `stamp`:
+    `(tsFieldName, streamMetaFieldName)` when the input documents are the source's unstamped
+    ones (`window_unstamped`), whose late copies are stamped when rendered (`stamped_copies`)."""
 
     def operate(
         key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any
@@ -224,8 +229,9 @@ def make_operator(spec: C.OperatorSpec) -> Callable[..., Iterator[pd.DataFrame]]
         now = int(state.getCurrentProcessingTimeMs())
         if frames:
             df = sort_rows(frames)
+            doc_text = late_doc if stamp is None else stamped_copies(df, stamp)
             for at, rows in segments(df, spec, now):
-                run_segment(core, clock, spec, at, rows)
+                run_segment(core, clock, spec, at, rows, doc_text)
         elif not spec.source.test_clock:
             run_segment(core, clock, spec, now, frames[0].iloc[:0] if frames else pd.DataFrame())
         blob = pickle.dumps((_STATE_VERSION, clock, core.state), protocol=pickle.HIGHEST_PROTOCOL)
@@ -242,3 +248,29 @@ def make_operator(spec: C.OperatorSpec) -> Callable[..., Iterator[pd.DataFrame]]
         yield out.frame()
 
     return operate
+
+
+def stamped_copies(df: pd.DataFrame, stamp: tuple[str, str]) -> Callable[[Any], str | None]:
+    """The renderer of the late copies of unstamped documents (`stamp`: the stamped fields'
+    names): `df`'s copy cells (`C.ORIG`, `to_json` text) become row numbers, so that the
+    renderer finds each copy's event time and stream metadata (`C.OMETA`, text) too."""
+    texts = df[C.ORIG].to_numpy()
+    metas = df[C.OMETA].to_numpy()
+    event_ms = df["event_ms"].to_numpy()
+    present = pd.notna(texts)
+    df[C.ORIG] = np.where(present, np.arange(len(df)), None)
+    ts_field, meta_field = stamp
+
+    def doc_text(cell: Any) -> str | None:
+        if cell is None:
+            return None
+        stamped = stamp_text(
+            texts[cell],
+            event_ms=int(event_ms[cell]),
+            meta_json=metas[cell],
+            ts_field=ts_field,
+            meta_field=meta_field,
+        )
+        return late_doc(stamped)
+
+    return doc_text

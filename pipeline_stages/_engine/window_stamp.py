@@ -8,11 +8,18 @@ documents instead (`window_compile`), because stamping every document in Spark c
 than the window's own columns (README, *Performance*). The only documents whose copy anyone
 sees are the late ones, in the DLQ, as they entered the window: stamped. `stamp` stamps them
 the way Spark does, and the tests compare the two on every kind of value.
+
+The operator reads the same unstamped documents, and ships their copies as Spark's `to_json`
+text (`window_compile._operator`); `stamp_text` stamps that text by splicing the stamp's
+members into it, so every value the document had keeps the exact text Spark wrote for it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import re
+from json.decoder import scanstring
+from typing import Any, NamedTuple
 
 #: The Extended JSON wrappers `values.kind_of` reads as a value other than an object: an
 #: existing metadata field holding one is replaced, not merged into.
@@ -37,6 +44,73 @@ def stamp(
             meta = _sorted({**{k: v for k, v in existing.items() if k not in meta}, **meta})
         stamped[meta_field] = meta
     return _sorted(stamped)
+
+
+def stamp_text(
+    doc_json: str, *, event_ms: int, meta_json: str, ts_field: str, meta_field: str
+) -> str:
+    """`stamp` on JSON text: `doc_json` and `meta_json` are Spark's `to_json` of the
+    unstamped document and of the stream metadata (both objects); the result is Spark's
+    `to_json` of the stamped document. Only the stamp's members are written anew."""
+    members = _members(doc_json)
+    members[ts_field] = _member(ts_field, '{"$date":' + json.dumps(date_text(event_ms)) + "}")
+    if meta_field:
+        meta_text = meta_json
+        existing = members.get(meta_field)
+        if existing is not None and _is_plain_object(existing.value):
+            meta = _members(meta_json)
+            kept = {k: m for k, m in _members(existing.value).items() if k not in meta}
+            meta_text = _object({**kept, **meta})
+        members[meta_field] = _member(meta_field, meta_text)
+    return _object(members)
+
+
+class _Member(NamedTuple):
+    """One member of an object's JSON text: the member (`"key":value`) and its value."""
+
+    text: str
+    value: str
+
+
+def _member(key: str, value: str) -> _Member:
+    """A new member; Spark writes keys without escaping what JSON allows unescaped."""
+    return _Member(json.dumps(key, ensure_ascii=False) + ":" + value, value)
+
+
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _members(text: str) -> dict[str, _Member]:
+    """An object's members from its JSON text (well-formed: Spark wrote it), in order, by
+    key, each as written."""
+
+    def skip_space(at: int) -> int:
+        return _SPACE.match(text, at).end()  # type: ignore[union-attr]
+
+    members: dict[str, _Member] = {}
+    at = skip_space(text.index("{") + 1)
+    while text[at] != "}":
+        key, after_key = scanstring(text, at + 1)
+        value_at = skip_space(skip_space(after_key) + 1)  # past the ':'
+        _, value_end = _DECODER.raw_decode(text, value_at)
+        members[key] = _Member(text[at:value_end], text[value_at:value_end])
+        at = skip_space(value_end)
+        if text[at] == ",":
+            at = skip_space(at + 1)
+    return members
+
+
+def _is_plain_object(value: str) -> bool:
+    """Whether a value's JSON text is an object `values.kind_of` reads as one (not one of
+    the `_WRAPPERS`): what `stamp` merges the metadata into."""
+    return value.startswith("{") and not any(k in _WRAPPERS for k in _members(value))
+
+
+def _object(members: dict[str, _Member]) -> str:
+    """An object's JSON text from its members, in a VARIANT object's order (`_sorted`)."""
+    ordered = sorted(members.items(), key=lambda item: item[0].encode("utf-16-be"))
+    return "{" + ",".join(member.text for _, member in ordered) + "}"
 
 
 def _sorted(obj: dict[str, Any]) -> dict[str, Any]:

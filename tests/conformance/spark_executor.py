@@ -1,5 +1,6 @@
 """The Spark executor of the conformance suite: transcripts through the real window operator
-(`SparkBatchExecutor`: through the batch window engine, `window_batch`).
+(`SparkBatchExecutor`: through the batch window engine, `window_batch`; `SparkStampedExecutor`:
+through the operator on documents the source stamped, `window_unstamped`).
 
 Each transcript runs as one streaming query, compiled by the production planner
 (`plan.compile_after_source`) on a scripted source (`sources.scripted`) instead of the
@@ -31,6 +32,7 @@ from pipeline_stages._engine.plan import compile_after_source
 from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sources import scripted
 from pipeline_stages._engine.window_batch import ENGINE_CONF
+from pipeline_stages._engine.window_unstamped import UNSTAMPED_CONF
 from service.process import source_position
 from tests.conformance.harness import TranscriptMismatch
 
@@ -100,11 +102,23 @@ class SparkExecutor:
     name = "spark"
     #: Wraps the batch window engine of the sink (tests that replay its batches).
     window_wrapper: Any = None
+    #: Spark confs set while the pipeline compiles (the engine, the window's input).
+    compile_conf: dict[str, str] = {}
 
     def start(self, pipeline: list[dict[str, Any]], *, partitions: int = 1) -> None:
-        """Compile the pipeline on a scripted source and start its query."""
+        """Compile the pipeline on a scripted source (with `compile_conf`) and start its
+        query."""
         stop_active()
         spark = spark_session()
+        for name, value in self.compile_conf.items():
+            spark.conf.set(name, value)
+        try:
+            self._start(spark, pipeline, partitions)
+        finally:
+            for name in self.compile_conf:
+                spark.conf.unset(name)
+
+    def _start(self, spark: Any, pipeline: list[dict[str, Any]], partitions: int) -> None:
         spark.dataSource.register(scripted.ScriptedDataSource)
         # The sink only marks the end of a transcript's pipeline: results go to the collector.
         try:
@@ -206,14 +220,18 @@ class SparkBatchExecutor(SparkExecutor):
     operator; only for pipelines it runs (it fails when the planner chose the operator)."""
 
     name = "spark-batch"
+    compile_conf = {ENGINE_CONF: "batch"}
 
     def start(self, pipeline: list[dict[str, Any]], *, partitions: int = 1) -> None:
         """Compile with `spark.sluice.window.engine=batch`, and check that it took."""
-        spark = spark_session()
-        spark.conf.set(ENGINE_CONF, "batch")
-        try:
-            super().start(pipeline, partitions=partitions)
-        finally:
-            spark.conf.unset(ENGINE_CONF)
+        super().start(pipeline, partitions=partitions)
         if self.compiled.batch_window is None:
             raise AssertionError("the planner ran this pipeline on the window operator")
+
+
+class SparkStampedExecutor(SparkExecutor):
+    """The operator on documents the source stamped (`spark.sluice.window.unstampedReads` is
+    false): the reference for the late copies the engines stamp themselves."""
+
+    name = "spark-stamped"
+    compile_conf = {UNSTAMPED_CONF: "false"}

@@ -21,10 +21,12 @@ from pipeline_stages._base import PipelineInvalid
 from pipeline_stages._engine.window_batch import ENGINE_CONF
 from pipeline_stages._engine.window_batch_log import INPUT_DIR, InputLog
 from pipeline_stages._engine.window_batch_pipeline import WindowFoldError
+from pipeline_stages._engine.window_config import OMETA
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.conformance.spark_executor import (
     SparkBatchExecutor,
     SparkExecutor,
+    SparkStampedExecutor,
     spark_session,
     stop_active,
 )
@@ -363,6 +365,12 @@ OWN_FIELDS: list[dict[str, Any]] = [
 ]
 
 
+def reads_unstamped(envelopes: Any) -> bool:
+    """Whether a compiled operator query ships stream metadata for stamping late copies
+    (`C.OMETA`): it reads the source's unstamped documents."""
+    return OMETA in envelopes._jdf.queryExecution().analyzed().toString()
+
+
 @pytest.mark.parametrize(
     ("fields", "stamp"),
     [
@@ -371,7 +379,7 @@ OWN_FIELDS: list[dict[str, Any]] = [
         ({"streamMetaFieldName": ""}, ("_ts", "")),
     ],
 )
-def test_unstamped_documents_dlq_copies_are_stamped_as_the_operators(
+def test_unstamped_documents_dlq_copies_are_stamped_as_the_source_stamps_them(
     fields: dict[str, Any], stamp: tuple[str, str]
 ) -> None:
     source, window = pipeline(batch_windows()["tumbling"])
@@ -388,20 +396,26 @@ def test_unstamped_documents_dlq_copies_are_stamped_as_the_operators(
         for n, own in enumerate(OWN_FIELDS)
     ]  # fmt: skip
     steps = [far, *late, *failing]
-    operator = run(SparkExecutor(), stages, steps, batch=1000)
-    batch, wrappers = run_wrapped(Stamps, stages, steps)
-    assert wrappers[0].stamp == stamp
-    reasons = [r["errInfo"]["reason"] for r in operator[1]]
+    stamped = SparkStampedExecutor()
+    expected = run(stamped, stages, steps, batch=1000)
+    assert not reads_unstamped(stamped.compiled.envelopes)
+    reasons = [r["errInfo"]["reason"] for r in expected[1]]
     assert reasons.count(LATE) == len(VALUES)
     assert sum("GroupOperator" in r for r in reasons) == len(OWN_FIELDS)
-    assert batch == operator
-    assert canonical(batch[1]) == canonical(operator[1])
+    operator = SparkExecutor()
+    by_operator = run(operator, stages, steps, batch=1000)
+    assert reads_unstamped(operator.compiled.envelopes)
+    by_batch, wrappers = run_wrapped(Stamps, stages, steps)
+    assert wrappers[0].stamp == stamp
 
-    # The late copies' field order too: a VARIANT object's, which the operator's keep.
+    # The late copies' field order too: a VARIANT object's, which Spark's stamp keeps.
     def late_texts(dlq: list[dict[str, Any]]) -> list[str]:
         return [json.dumps(r["doc"]) for r in dlq if r["errInfo"]["reason"] == LATE]
 
-    assert late_texts(batch[1]) == late_texts(operator[1])
+    for engine, result in (("operator", by_operator), ("batch engine", by_batch)):
+        assert result == expected, engine
+        assert canonical(result[1]) == canonical(expected[1]), engine
+        assert late_texts(result[1]) == late_texts(expected[1]), engine
 
 
 @pytest.mark.parametrize(
@@ -420,13 +434,15 @@ def test_unstamped_documents_dlq_copies_are_stamped_as_the_operators(
         ("window meta before $group", [batch_windows([{"$group": {"_id": {"$meta": "stream.window.start"}}}])["tumbling"]], False),
     ],
 )  # fmt: skip
-def test_the_batch_engine_reads_unstamped_documents_only_when_nothing_reads_the_stamp(
+def test_the_engines_read_unstamped_documents_only_when_nothing_reads_the_stamp(
     name: str, stages: list[dict[str, Any]], unstamped: bool
 ) -> None:
     source, _ = pipeline(batch_windows()["tumbling"])
-    executor = SparkBatchExecutor()
+    batch, operator = SparkBatchExecutor(), SparkExecutor()
     try:
-        executor.start([source, *stages])
+        batch.start([source, *stages])
+        operator.start([source, *stages])
     finally:
         stop_active()
-    assert (executor.compiled.batch_window.stamp is not None) is unstamped, name
+    assert (batch.compiled.batch_window.stamp is not None) is unstamped, name
+    assert reads_unstamped(operator.compiled.envelopes) is unstamped, name

@@ -1,13 +1,15 @@
-"""`window_stamp`: a source's stamp in Python (the Spark side is compared in
-`tests/integration/test_window_batch_engine.py`)."""
+"""`window_stamp`: a source's stamp in Python, on values and on JSON text (the Spark side is
+compared in `tests/integration/test_window_batch_engine.py`)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeline_stages._engine.window_stamp import date_text, stamp
+from pipeline_stages._engine.json_text import value_json
+from pipeline_stages._engine.window_stamp import date_text, stamp, stamp_text
 
 SOURCE = {"source": {"type": "kafka", "partition": 0}}
 
@@ -67,3 +69,68 @@ def test_fields_sort_by_utf16_units_as_java_strings_do() -> None:
     stamped = stamp({"\uffff": 1, "😀": 2}, event_ms=0, meta={}, ts_field="_ts", meta_field="")
     # U+1F600 is a surrogate pair (0xD83D...), below U+FFFF in UTF-16, above it in code points.
     assert list(stamped) == ["_ts", "😀", "\uffff"]
+
+
+DOCS: list[dict[str, object]] = [
+    {},
+    {"z": 1, "_stream_meta": {"mine": 1, "source": "theirs"}, "_ts": "user's", "a": 2},
+    {"_stream_meta": {"$date": "2024-01-01T00:00:00.000Z"}},
+    {"_stream_meta": {"$oid": "0" * 24, "x": 1}},
+    {"_stream_meta": [1, {"source": 2}]},
+    {"_stream_meta": None, "n": None},
+    {"_stream_meta": {}},
+    {"nested": {"b": [1, 2.5, {"c": "d"}], "a": True}, 'quote"key': "va\\lue\n", "é": "ü"},
+    {"\uffff": 1, "😀": 2, "a": {"\uffff": 1, "😀": 2}},
+]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+@pytest.mark.parametrize(
+    ("ts_field", "meta_field"), [("_ts", "_stream_meta"), ("at", "origin"), ("_ts", "")]
+)
+def test_stamping_text_gives_the_text_of_the_stamped_document(
+    doc: dict[str, object], ts_field: str, meta_field: str
+) -> None:
+    doc = {**doc, **({"origin": doc["_stream_meta"]} if "_stream_meta" in doc else {})}
+    unstamped = value_json(_sorted_deep(doc))
+    text = stamp_text(unstamped, event_ms=1_704_067_200_123, meta_json=value_json(SOURCE),
+                      ts_field=ts_field, meta_field=meta_field)  # fmt: skip
+    expected = stamp(_sorted_deep(doc), event_ms=1_704_067_200_123, meta=SOURCE,
+                     ts_field=ts_field, meta_field=meta_field)  # fmt: skip
+    # The same values and fields in the same order (`value_json` escapes what Spark does not).
+    assert json.dumps(json.loads(text)) == json.dumps(expected)
+
+
+def test_stamping_text_keeps_every_value_as_written() -> None:
+    # Spark's texts of a decimal, a double and a NaN: re-encoding them would change them.
+    text = '{"d":1.50,"e":1.0E300,"n":NaN,"_stream_meta":{"source":{"type":"old"},"k":-0.0}}'
+    stamped = stamp_text(text, event_ms=0, meta_json='{"source":{"type":"kafka"}}',
+                         ts_field="_ts", meta_field="_stream_meta")  # fmt: skip
+    assert stamped == (
+        '{"_stream_meta":{"k":-0.0,"source":{"type":"kafka"}},'
+        '"_ts":{"$date":"1970-01-01T00:00:00.000Z"},"d":1.50,"e":1.0E300,"n":NaN}'
+    )
+
+
+def test_stamping_text_reads_whitespace_between_tokens() -> None:
+    stamped = stamp_text(' { "b" : [ 1 , 2 ] ,\n"a" : { } } ', event_ms=0, meta_json="{}",
+                         ts_field="_ts", meta_field="")  # fmt: skip
+    assert stamped == '{"_ts":{"$date":"1970-01-01T00:00:00.000Z"},"a" : { },"b" : [ 1 , 2 ]}'
+
+
+def test_stamping_text_keeps_the_keys_as_written() -> None:
+    stamped = stamp_text('{"\\u00e9":1,"😀":2}', event_ms=0, meta_json="{}", ts_field="é_ts",
+                         meta_field="")  # fmt: skip
+    assert stamped == '{"\\u00e9":1,"é_ts":{"$date":"1970-01-01T00:00:00.000Z"},"😀":2}'
+
+
+def _sorted_deep(value: object) -> object:
+    """`value` with every object's fields in a VARIANT object's order, as Spark holds it."""
+    if isinstance(value, dict):
+        return {
+            k: _sorted_deep(v)
+            for k, v in sorted(value.items(), key=lambda i: i[0].encode("utf-16-be"))
+        }
+    if isinstance(value, list):
+        return [_sorted_deep(v) for v in value]
+    return value
