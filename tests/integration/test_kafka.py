@@ -18,6 +18,7 @@ from pipeline_stages._engine.ingest import INVALID_JSON
 from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sinks.kafka import HEADER_BATCH_ID, HEADER_OUTPUT_ID, KafkaEmitWriter
 from pipeline_stages._engine.window_batch import ENGINE_CONF
+from pipeline_stages._engine.window_unstamped import UNSTAMPED_CONF
 from tests.integration.kafka_runs import CONNECTION, KafkaRun, drop_last_commit
 from tests.kafka_broker import KafkaBroker
 
@@ -176,35 +177,41 @@ def _window_run(spark: Any, broker: KafkaBroker, topic: str, batch: int, where: 
     return outputs, dlq, batches
 
 
-def test_the_batch_engine_reads_unstamped_kafka_documents_and_stamps_late_copies(
+def test_the_engines_read_unstamped_kafka_documents_and_stamp_late_copies(
     spark: Any, kafka_broker: KafkaBroker, tmp_path: Path
 ) -> None:
     topic = kafka_broker.create_topic(1)
     values = [json.dumps({"i": i, "_stream_meta": {"mine": i}}) for i in range(len(STAMPS))]
     kafka_broker.produce(topic, values, partition=0, timestamps_ms=[BASE_MS + t for t in STAMPS])
+    runs = {  # the reference stamps every document in Spark
+        "stamped": {ENGINE_CONF: "operator", UNSTAMPED_CONF: "false"},
+        "operator": {ENGINE_CONF: "operator"},
+        "batch": {ENGINE_CONF: "batch"},
+    }
     found = {}
-    for engine in ("operator", "batch"):
-        spark.conf.set(ENGINE_CONF, engine)
+    for name, conf in runs.items():
+        for key, value in conf.items():
+            spark.conf.set(key, value)
         try:
-            run = KafkaRun(
-                spark, [source(topic), WINDOW], kafka_broker.bootstrap, tmp_path / engine
-            )
+            run = KafkaRun(spark, [source(topic), WINDOW], kafka_broker.bootstrap, tmp_path / name)
         finally:
-            spark.conf.unset(ENGINE_CONF)
+            for key in conf:
+                spark.conf.unset(key)
         try:
             run.wait_consumed(topic, {0: len(STAMPS)})
         finally:
             run.stop()
         window = run.compiled.batch_window
-        found[engine] = (run.collector.outputs, run.collector.dlq, window and window.stamp)
-    volatile = ("_id", "dlqTime")
-    operator, batch = (
-        (outputs, [{k: v for k, v in d.items() if k not in volatile} for d in dlq], stamp)
-        for outputs, dlq, stamp in (found["operator"], found["batch"])
-    )
-    assert batch[2] == ("_ts", "_stream_meta") and operator[2] is None
-    assert batch[:2] == operator[:2]
-    late = [d["doc"] for d in batch[1]]
+        dlq = [
+            {k: v for k, v in d.items() if k not in ("_id", "dlqTime")} for d in run.collector.dlq
+        ]
+        found[name] = (run.collector.outputs, dlq, window and window.stamp)
+    assert found["batch"][2] == ("_ts", "_stream_meta")
+    assert found["operator"][:2] == found["stamped"][:2]
+    assert found["batch"][:2] == found["stamped"][:2]
+    for name in runs:  # the field order too
+        assert json.dumps(found[name][1]) == json.dumps(found["stamped"][1]), name
+    late = [d["doc"] for d in found["operator"][1]]
     assert [d["i"] for d in late] == [3, 6, 11]
     # Stamped as the source stamps: the event time, the Kafka metadata merged into theirs.
     assert late[0]["_ts"] == date(200)
