@@ -71,14 +71,13 @@ from pipeline_stages._engine.window_operator import (
     sort_rows,
     stats_doc,
 )
+from pipeline_stages._engine.window_stamp import Stamp
 from pipeline_stages._engine.window_stamp import stamp as stamped
 
 ENGINE_CONF = "spark.sluice.window.engine"
 ENGINES = ("operator", "batch")
 #: Whether a row ships a late-document copy (`C.ORIG`); see `shipped_columns`.
 HAS_COPY = "__w_has_copy"
-#: `(tsFieldName, streamMetaFieldName)`: how the source stamps documents (`window_stamp`).
-Stamp = tuple[str, str]
 
 
 def ineligible(spec: C.OperatorSpec) -> str | None:

@@ -57,7 +57,6 @@ from pipeline_stages._engine.window_batch import (
     ENGINE_CONF,
     ENGINES,
     BatchWindow,
-    Stamp,
     ineligible,
     shipped_columns,
 )
@@ -72,6 +71,7 @@ from pipeline_stages._engine.window_inner import (
     with_flags,
 )
 from pipeline_stages._engine.window_operator import STATE_SCHEMA, make_operator
+from pipeline_stages._engine.window_stamp import Stamp
 from pipeline_stages._engine.window_unstamped import (
     stamped_failures,
     unstamped_input,

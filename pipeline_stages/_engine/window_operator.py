@@ -36,7 +36,7 @@ import pandas as pd
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.window_clock import Clock
 from pipeline_stages._engine.window_emit import Emitter, Segment, late_doc
-from pipeline_stages._engine.window_stamp import stamp_text
+from pipeline_stages._engine.window_stamp import Stamp, stamp_text
 from pipeline_stages._engine.window_values import date_json
 
 STATE_SCHEMA = "blob BINARY"
@@ -200,7 +200,7 @@ def stats_doc(
 
 
 def make_operator(
-    spec: C.OperatorSpec, stamp: tuple[str, str] | None = None
+    spec: C.OperatorSpec, stamp: Stamp | None = None
 ) -> Callable[..., Iterator[pd.DataFrame]]:
     """The function for `applyInPandasWithState` (state schema `STATE_SCHEMA`); `stamp`:
     `(tsFieldName, streamMetaFieldName)` when the input documents are the source's unstamped
@@ -250,7 +250,7 @@ def make_operator(
     return operate
 
 
-def stamped_copies(df: pd.DataFrame, stamp: tuple[str, str]) -> Callable[[Any], str | None]:
+def stamped_copies(df: pd.DataFrame, stamp: Stamp) -> Callable[[Any], str | None]:
     """The renderer of the late copies of unstamped documents (`stamp`: the stamped fields'
     names): `df`'s copy cells (`C.ORIG`, `to_json` text) become row numbers, so that the
     renderer finds each copy's event time and stream metadata (`C.OMETA`, text) too."""

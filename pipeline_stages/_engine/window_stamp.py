@@ -22,6 +22,8 @@ import re
 from json.decoder import scanstring
 from typing import Any, NamedTuple
 
+#: `(tsFieldName, streamMetaFieldName)`: how the source stamps documents.
+Stamp = tuple[str, str]
 #: The Extended JSON wrappers `values.kind_of` reads as a value other than an object: an
 #: existing metadata field holding one is replaced, not merged into.
 _WRAPPERS = ("$date", "$oid", "$numberDecimal", "$numberLong")
@@ -57,10 +59,10 @@ def stamp_text(
     members[ts_field] = _member(ts_field, '{"$date":' + json.dumps(date_text(event_ms)) + "}")
     if meta_field:
         meta_text = meta_json
-        existing = members.get(meta_field)
-        if existing is not None and _is_plain_object(existing.value):
+        existing = _plain_object_members(members.get(meta_field))
+        if existing is not None:
             meta = _members(meta_json)
-            kept = {k: m for k, m in _members(existing.value).items() if k not in meta}
+            kept = {k: m for k, m in existing.items() if k not in meta}
             meta_text = _object({**kept, **meta})
         members[meta_field] = _member(meta_field, meta_text)
     return _object(members)
@@ -102,21 +104,30 @@ def _members(text: str) -> dict[str, _Member]:
     return members
 
 
-def _is_plain_object(value: str) -> bool:
-    """Whether a value's JSON text is an object `values.kind_of` reads as one (not one of
-    the `_WRAPPERS`): what `stamp` merges the metadata into."""
-    return value.startswith("{") and not any(k in _WRAPPERS for k in _members(value))
+def _plain_object_members(member: _Member | None) -> dict[str, _Member] | None:
+    """The members of a member's value when it is an object `values.kind_of` reads as one
+    (not one of the `_WRAPPERS`): what `stamp` merges the metadata into (None: it is not)."""
+    if member is None or not member.value.startswith("{"):
+        return None
+    members = _members(member.value)
+    return None if any(key in _WRAPPERS for key in members) else members
 
 
 def _object(members: dict[str, _Member]) -> str:
     """An object's JSON text from its members, in a VARIANT object's order (`_sorted`)."""
-    ordered = sorted(members.items(), key=lambda item: item[0].encode("utf-16-be"))
+    ordered = sorted(members.items(), key=_variant_order)
     return "{" + ",".join(member.text for _, member in ordered) + "}"
 
 
 def _sorted(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object's fields in a VARIANT object's order: Java's string order (UTF-16 units)."""
-    return dict(sorted(obj.items(), key=lambda item: item[0].encode("utf-16-be")))
+    """The object's fields in a VARIANT object's order (`_variant_order`)."""
+    return dict(sorted(obj.items(), key=_variant_order))
+
+
+def _variant_order(item: tuple[str, Any]) -> bytes:
+    """The sort key of an object's `(key, value)` in a VARIANT object's order: Java's string
+    order of the keys (UTF-16 units)."""
+    return item[0].encode("utf-16-be")
 
 
 def date_text(epoch_ms: int) -> str:
