@@ -22,6 +22,8 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pipeline_stages import parse_pipeline
@@ -56,6 +58,18 @@ def spark_session() -> Any:
         app_name="sluice-tests",
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
     )
+
+
+@contextmanager
+def spark_confs(spark: Any, confs: Mapping[str, str]) -> Iterator[None]:
+    """Set Spark confs for the block (a compile reads them), unset after it."""
+    for name, value in confs.items():
+        spark.conf.set(name, value)
+    try:
+        yield
+    finally:
+        for name in confs:
+            spark.conf.unset(name)
 
 
 def stop_active() -> None:
@@ -110,13 +124,8 @@ class SparkExecutor:
         query."""
         stop_active()
         spark = spark_session()
-        for name, value in self.compile_conf.items():
-            spark.conf.set(name, value)
-        try:
+        with spark_confs(spark, self.compile_conf):
             self._start(spark, pipeline, partitions)
-        finally:
-            for name in self.compile_conf:
-                spark.conf.unset(name)
 
     def _start(self, spark: Any, pipeline: list[dict[str, Any]], partitions: int) -> None:
         spark.dataSource.register(scripted.ScriptedDataSource)

@@ -19,6 +19,7 @@ from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sinks.kafka import HEADER_BATCH_ID, HEADER_OUTPUT_ID, KafkaEmitWriter
 from pipeline_stages._engine.window_batch import ENGINE_CONF
 from pipeline_stages._engine.window_unstamped import UNSTAMPED_CONF
+from tests.conformance.spark_executor import spark_confs
 from tests.integration.kafka_runs import CONNECTION, KafkaRun, drop_last_commit
 from tests.kafka_broker import KafkaBroker
 
@@ -190,13 +191,8 @@ def test_the_engines_read_unstamped_kafka_documents_and_stamp_late_copies(
     }
     found = {}
     for name, conf in runs.items():
-        for key, value in conf.items():
-            spark.conf.set(key, value)
-        try:
+        with spark_confs(spark, conf):
             run = KafkaRun(spark, [source(topic), WINDOW], kafka_broker.bootstrap, tmp_path / name)
-        finally:
-            for key in conf:
-                spark.conf.unset(key)
         try:
             run.wait_consumed(topic, {0: len(STAMPS)})
         finally:

@@ -27,6 +27,7 @@ from tests.conformance.spark_executor import (
     SparkBatchExecutor,
     SparkExecutor,
     SparkStampedExecutor,
+    spark_confs,
     spark_session,
     stop_active,
 )
@@ -270,25 +271,21 @@ def test_state_read_back_from_snapshot_and_deltas_before_every_batch_gives_the_s
 def test_the_planner_runs_the_batch_engine_on_windows_without_a_wall_clock_rule(
     name: str, stage: dict[str, Any], runs: bool
 ) -> None:
-    spark = spark_session()
-    spark.conf.set(ENGINE_CONF, "batch")
     executor = SparkExecutor()
     try:
-        executor.start(pipeline(stage))
+        with spark_confs(spark_session(), {ENGINE_CONF: "batch"}):
+            executor.start(pipeline(stage))
     finally:
-        spark.conf.unset(ENGINE_CONF)
         stop_active()
     assert (executor.compiled.batch_window is not None) is runs, name
 
 
 def test_an_unknown_engine_is_a_compile_problem_naming_the_window() -> None:
-    spark = spark_session()
-    spark.conf.set(ENGINE_CONF, "fast")
     try:
-        with pytest.raises(PipelineInvalid) as raised:
-            SparkExecutor().start(pipeline(batch_windows()["tumbling"]))
+        with spark_confs(spark_session(), {ENGINE_CONF: "fast"}):
+            with pytest.raises(PipelineInvalid) as raised:
+                SparkExecutor().start(pipeline(batch_windows()["tumbling"]))
     finally:
-        spark.conf.unset(ENGINE_CONF)
         stop_active()
     assert any(
         p.path == "/pipeline/1/$tumblingWindow" and "'fast'" in p.message
