@@ -244,7 +244,7 @@ def json_frame(spark: SparkSession, directory: Path, ctx: Any) -> Any:
     # The arrival order, which Sluice's sources count as they read (the file source numbers
     # lines, Kafka has offsets): cut from each line's fixed `{"seq": <n>, ` prefix here, as
     # cheap as counting. Parsing it out with `get_json_object` cost ~0.15 s per 125k-line
-    # batch, charged to Sluice only (README, *Performance*). `write_input` writes the prefix.
+    # batch, charged to Sluice only (`benchmarks/RESULTS.md`). `write_input` writes the prefix.
     seq = F.substring_index(F.substring("value", 9, 24), ",", 1).cast("bigint")
     raw = raw.select(
         F.lit(0).alias("part"),

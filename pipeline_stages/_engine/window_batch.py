@@ -261,8 +261,9 @@ def shipped_rows(
     The copies (`C.ORIG`, one VARIANT per healthy document) stay Arrow binaries: their cells
     are row numbers into them (None: no copy), and only a late document is ever rendered
     (`late_doc`), stamped first with `stamp` (`window_stamp`). `to_json` of every document
-    in Spark plus a Python string each was ~30 % of a 125k-row batch (README,
-    *Performance*); converting the VARIANTs to pandas would build a `VariantVal` per row."""
+    in Spark plus a Python string each was ~30 % of a 125k-row batch
+    (`benchmarks/RESULTS.md`); converting the VARIANTs to pandas would build a `VariantVal`
+    per row."""
     variants = [C.ORIG, C.OMETA] if stamp is not None else [C.ORIG]
     docs = table.column(C.ORIG).combine_chunks()
     present = table.column(HAS_COPY).to_numpy()

@@ -5,7 +5,7 @@ stream metadata (`streamMetaFieldName`, default `_stream_meta`) before the first
 (`ingest._project_metadata`, in Spark). When the window is the first stage and nothing in it
 reads those fields or the whole document, the window reads the source's unstamped documents
 instead (`window_unstamped`), because stamping every document in Spark cost more than the
-window's own columns (README, *Performance*). The only documents whose copy anyone sees are
+window's own columns (`benchmarks/RESULTS.md`). The only documents whose copy anyone sees are
 the late ones, in the DLQ, as they entered the window: stamped, the way Spark stamps them.
 The tests compare both engines' copies with Spark's on every kind of value.
 

@@ -1,14 +1,14 @@
 """When a window may read the source's documents before the source stamps them.
 
 A source stamps every document with its event time and stream metadata (`ingest`); in Spark
-that rewrite of every document cost more than the window's own columns (README,
-*Performance*: ~0.4 s of a 1.4 s micro-batch of 125k JSON documents). A window that is the
-pipeline's first stage and reads neither the stamped fields nor the whole document gives the
-same results on the unstamped documents: its `$group` key and inputs are the same values.
-Only the copies of documents it sends to the DLQ show the difference, so those are stamped
-where they are made: a late document's in Python, when the operator or the batch engine
-renders it (`window_stamp`), and a document that failed inside the window here, in Spark,
-for the failing rows only.
+that rewrite of every document cost more than the window's own columns
+(`benchmarks/RESULTS.md`: ~0.4 s of a 1.4 s micro-batch of 125k JSON documents). A window
+that is the pipeline's first stage and reads neither the stamped fields nor the whole
+document gives the same results on the unstamped documents: its `$group` key and inputs are
+the same values. Only the copies of documents it sends to the DLQ show the difference, so
+those are stamped where they are made: a late document's in Python, when the operator or the
+batch engine renders it (`window_stamp`), and a document that failed inside the window here,
+in Spark, for the failing rows only.
 
 Both engines do this by default; the Spark conf `spark.sluice.window.unstampedReads=false`
 turns it off (every document is stamped in Spark, as before), for comparisons.
