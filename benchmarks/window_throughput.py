@@ -20,7 +20,8 @@ Inputs (`--input`):
 * `json`: the same rows as JSON-lines text files (`{"seq", "ts": {"$date"}, "key", "v",
   "id"}`), what Sluice's sources deliver. Sluice reads them through its real source path
   (`pipeline_stages._engine.ingest`: parse, `timeField: "$ts"`, `_ts`/`_stream_meta`
-  projection, the DLQ for bad records), native with `from_json` and the schema known.
+  projection, the DLQ for bad records), with the file source's per-line metadata (path and
+  line), native with `from_json` and the schema known.
 
 Workloads:
 * `tumbling`: 10 s tumbling windows, `$sum`, `$avg`, `$count` per key;
@@ -246,12 +247,15 @@ def json_frame(spark: SparkSession, directory: Path, ctx: Any) -> Any:
     # cheap as counting. Parsing it out with `get_json_object` cost ~0.15 s per 125k-line
     # batch, charged to Sluice only (`benchmarks/RESULTS.md`). `write_input` writes the prefix.
     seq = F.substring_index(F.substring("value", 9, 24), ",", 1).cast("bigint")
+    # The file source's metadata (`sources.files`): its path and line differ per document, so
+    # Spark cannot fold the metadata's parsing into a constant, as it would for one literal.
+    meta = F.concat(F.lit('{"type": "file", "path": "events.json", "line": '), seq + 1, F.lit("}"))
     raw = raw.select(
         F.lit(0).alias("part"),
         seq.alias("seq"),
         F.col("value").alias("raw"),
         F.lit(0).cast("bigint").alias("source_ts_ms"),
-        F.lit('{"type":"file"}').alias("meta"),
+        meta.alias("meta"),
     )
     return ingest(
         raw,
