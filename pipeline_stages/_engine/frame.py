@@ -50,10 +50,6 @@ SUB = "sub"
 MISSED = "missed"
 WINDOW_START = "window_start"
 WINDOW_KEY = "window_key"
-#: Only in a source's unstamped frame (`Unstamped`): the JSON text `META` was parsed from. A
-#: window reading unstamped documents ships it for its late copies' stamp instead of `META`,
-#: whose `parse_json` per row cost ~0.2 s of a 125k-row batch (`benchmarks/RESULTS.md`).
-META_TEXT = "__meta_text"
 
 KIND_OUTPUT = "out"
 KIND_STATS = "stats"
@@ -105,8 +101,7 @@ def failure_reason(operator: str, error: Column) -> Column:
 @dataclass(frozen=True)
 class Unstamped:
     """The source's frame before it stamped its documents with `tsFieldName` (the event time)
-    and `streamMetaFieldName` (the stream metadata), and those names (`ingest`). Its frame
-    may hold `META_TEXT` as well."""
+    and `streamMetaFieldName` (the stream metadata), and those names (`ingest`)."""
 
     df: DataFrame
     ts_field: str

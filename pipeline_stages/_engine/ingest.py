@@ -26,7 +26,6 @@ from pipeline_stages._engine.frame import (
     KIND,
     KIND_OUTPUT,
     META,
-    META_TEXT,
     MISSED,
     PART,
     SEQ,
@@ -63,7 +62,6 @@ def ingest(
     path: str,
 ) -> StreamFrame:
     """Turn a raw record stream (see `sources.RAW_SCHEMA`) into a stream frame."""
-    meta_text = F.concat(F.lit('{"source":'), F.col("meta"), F.lit("}"))
     staged = raw.withColumn("__parsed", F.try_parse_json(F.col("raw")))
     staged = staged.withColumn("__is_object", V.is_plain_object(F.col("__parsed")))
     parsed, is_object = F.col("__parsed"), F.col("__is_object")
@@ -72,8 +70,7 @@ def ingest(
         F.col(SEQ),
         F.col("source_ts_ms").alias(EVENT_MS),
         F.when(is_object, parsed).otherwise(F.col("raw").cast("variant")).alias(DOC),
-        F.parse_json(meta_text).alias(META),
-        meta_text.alias(META_TEXT),
+        F.parse_json(F.concat(F.lit('{"source":'), F.col("meta"), F.lit("}"))).alias(META),
         F.when(is_object, F.lit(None).cast("string"))
         .otherwise(F.lit(INVALID_JSON))
         .alias(DLQ_REASON),
@@ -134,7 +131,7 @@ def _project_metadata(frame: StreamFrame, *, ts_field: str, meta_field: str) -> 
         existing = F.col("__existing_meta")
     doc = stamped_doc(F.col(DOC), existing, ts_field=ts_field, meta_field=meta_field)
     updated = F.when(frame.healthy, doc).otherwise(F.col(DOC))
-    stamped = df.withColumn(DOC, updated).drop("__existing_meta", META_TEXT)
+    stamped = df.withColumn(DOC, updated).drop("__existing_meta")
     return StreamFrame(stamped, unstamped=Unstamped(frame.df, ts_field, meta_field))
 
 

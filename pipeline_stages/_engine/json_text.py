@@ -6,8 +6,7 @@ Sources therefore rewrite every fractional number literal outside strings before
 the text.
 
 `variant_json` renders a VARIANT the way Spark's `to_json` does, in Python, for the batch
-engine's late-document copies (`window_batch.shipped_rows`); `parsed_json` reads JSON text
-into the values `parse_json` would give, for the stream metadata of those copies.
+engine's late-document copies (`window_batch.shipped_rows`).
 """
 
 from __future__ import annotations
@@ -92,39 +91,3 @@ def _timestamp_text(moment: dt.datetime) -> str:
         offset = moment.strftime("%z")
         text += f"{offset[:3]}:{offset[3:]}"
     return text
-
-
-def parsed_json(text: str) -> Any:
-    """The values `variant_value` gives for Spark's `parse_json(text)`, without Spark.
-
-    Spark's rules (`VariantBuilder`): an integer literal is a long when it fits, else like a
-    fraction; a literal with only digits, `-` and `.` is a decimal when its precision and
-    scale are at most 38, else a double; one with an exponent is a double. An object's keys
-    come in a VARIANT object's order (Java's string order). Text `parse_json` rejects
-    (duplicate keys, NaN) is not expected here: a source's metadata went through it already.
-    """
-    return _variant_order(json.loads(text, parse_int=_number, parse_float=_number))
-
-
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-
-
-def _number(literal: str) -> int | float | decimal.Decimal:
-    if "e" not in literal and "E" not in literal:
-        if "." not in literal and _LONG_MIN <= (whole := int(literal)) <= _LONG_MAX:
-            return whole
-        number = decimal.Decimal(literal)
-        _, digits, exponent = number.as_tuple()
-        scale = -int(exponent)
-        if scale <= 38 and len(digits) <= 38:  # BigDecimal's scale and precision
-            return number if number else decimal.Decimal(0).scaleb(-max(scale, 0))
-    return float(literal)
-
-
-def _variant_order(value: Any) -> Any:
-    if isinstance(value, dict):
-        ordered = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be"))
-        return {key: _variant_order(item) for key, item in ordered}
-    if isinstance(value, list):
-        return [_variant_order(item) for item in value]
-    return value

@@ -53,7 +53,7 @@ from pyspark.sql.types import VariantVal
 from pipeline_stages._engine import window_config as C
 from pipeline_stages._engine.envelope import ENVELOPE_SCHEMA
 from pipeline_stages._engine.frame import EVENT_MS
-from pipeline_stages._engine.json_text import parsed_json, value_json, variant_value
+from pipeline_stages._engine.json_text import value_json, variant_value
 from pipeline_stages._engine.window_batch_state import (
     FixedDelta,
     StateFiles,
@@ -238,14 +238,16 @@ class BatchWindow:
         return len(blob)
 
 
-def shipped_columns(columns: list[str]) -> list[Column]:
+def shipped_columns(columns: list[str], stamp: Stamp | None = None) -> list[Column]:
     """The engine's input: the operator's columns (`window_compile._shipped`), with the
     late-document copy kept a VARIANT (see `shipped_rows`) that is never SQL NULL, because
     PySpark's `toArrow` declares a VARIANT's two binaries non-nullable and fails on a null
-    one; `HAS_COPY` says whether the row has a copy."""
+    one; `HAS_COPY` says whether the row has a copy. With `stamp`, the copy's stream
+    metadata (`C.OMETA`) too."""
+    variants = (C.ORIG, C.OMETA) if stamp is not None else (C.ORIG,)
     null = F.parse_json(F.lit("null"))
     shipped = [
-        F.coalesce(F.col(name), null).alias(name) if name == C.ORIG else F.col(name)
+        F.coalesce(F.col(name), null).alias(name) if name in variants else F.col(name)
         for name in columns
     ]
     return [*shipped, F.col(C.ORIG).isNotNull().alias(HAS_COPY)]
@@ -261,12 +263,11 @@ def shipped_rows(
     (`late_doc`), stamped first with `stamp` (`window_stamp`). `to_json` of every document
     in Spark plus a Python string each was ~30 % of a 125k-row batch
     (`benchmarks/RESULTS.md`); converting the VARIANTs to pandas would build a `VariantVal`
-    per row. A copy's stream metadata (`C.OMETA`, with `stamp`) is JSON text, read with
-    `parsed_json` for the late ones."""
-    arrow_only = [C.ORIG, C.OMETA] if stamp is not None else [C.ORIG]
+    per row."""
+    variants = [C.ORIG, C.OMETA] if stamp is not None else [C.ORIG]
     docs = table.column(C.ORIG).combine_chunks()
     present = table.column(HAS_COPY).to_numpy()
-    rows = table.drop_columns([*arrow_only, HAS_COPY]).to_pandas()
+    rows = table.drop_columns([*variants, HAS_COPY]).to_pandas()
     cells = np.where(present, np.arange(len(docs)), None)
     rows.insert(table.column_names.index(C.ORIG), C.ORIG, cells)
     if not len(docs):
@@ -286,7 +287,7 @@ def shipped_rows(
         doc = variant(docs, cell)
         if stamp is not None and isinstance(doc, dict):
             ts_field, meta_field = stamp
-            meta = parsed_json(metas[cell].as_py())
+            meta = variant(metas, cell)
             doc = stamped(
                 doc,
                 event_ms=int(event_ms[cell]),

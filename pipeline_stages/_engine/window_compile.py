@@ -273,12 +273,12 @@ def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec, stamp: Stamp
     """Ship the compact columns (`_shipped`) to the operator and run it; `stamp`: the
     documents are the source's unstamped ones (`window_unstamped`)."""
     df, columns = shipped
-    # The late-document copy as JSON text: text beats the VARIANT itself end to end here
-    # (measured, 1M rows in 125k batches, trivial operator: 72k vs 66k rows/s), because
-    # PySpark turns each shipped VARIANT into a dict and a `VariantVal` (0.31 s CPU per 125k
-    # rows, as much as the operator's own work). The batch engine reads Arrow instead and
-    # ships the VARIANT (`window_batch.shipped_rows`). Its stream metadata is text already.
-    as_text = [F.to_json(c).alias(c) if c == C.ORIG else F.col(c) for c in columns]
+    # The late-document copy (and its stream metadata) as JSON text: text beats the VARIANT
+    # itself end to end here (measured, 1M rows in 125k batches, trivial operator: 72k vs 66k
+    # rows/s), because PySpark turns each shipped VARIANT into a dict and a `VariantVal`
+    # (0.31 s CPU per 125k rows, as much as the operator's own work). The batch engine reads
+    # Arrow instead and ships the VARIANT (`window_batch.shipped_rows`).
+    as_text = [F.to_json(c).alias(c) if c in (C.ORIG, C.OMETA) else F.col(c) for c in columns]
     compact = df.select(_bucket(spec).alias(C.BUCKET), *as_text)
     timeout = (
         GroupStateTimeout.NoTimeout
@@ -335,4 +335,4 @@ def _batch_window(
     """The batch engine for this window, over the operator's input (`_shipped`): of the
     unstamped documents when `stamp` is given (`window_stamp`)."""
     df, columns = shipped
-    return BatchWindow(spec, df.select(*shipped_columns(columns)), suffix, stamp)
+    return BatchWindow(spec, df.select(*shipped_columns(columns, stamp)), suffix, stamp)

@@ -39,8 +39,7 @@ FLAG = "__w_flag"
 DOC_SUB = "__w_doc_sub"
 WSTART = "__w_wstart"
 ORIG = "__w_orig"
-#: The stream metadata of an unstamped document as JSON text, for stamping its late copy
-#: (`window_stamp`).
+#: The stream metadata of an unstamped document, for stamping its late copy (`window_stamp`).
 OMETA = "__w_ometa"
 FDOC = "__w_fdoc"
 FMETA = "__w_fmeta"

@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from pipeline_stages._engine import window_config as C
-from pipeline_stages._engine.json_text import parsed_json, value_json
 from pipeline_stages._engine.window_clock import Clock
 from pipeline_stages._engine.window_emit import Emitter, Segment, late_doc
 from pipeline_stages._engine.window_stamp import Stamp, stamp_text
@@ -254,8 +253,7 @@ def make_operator(
 def stamped_copies(df: pd.DataFrame, stamp: Stamp) -> Callable[[Any], str | None]:
     """The renderer of the late copies of unstamped documents (`stamp`: the stamped fields'
     names): `df`'s copy cells (`C.ORIG`, `to_json` text) become row numbers, so that the
-    renderer finds each copy's event time and stream metadata (`C.OMETA`, the source's JSON
-    text, written as Spark's `to_json` would write it: `json_text.parsed_json`) too."""
+    renderer finds each copy's event time and stream metadata (`C.OMETA`, text) too."""
     texts = df[C.ORIG].to_numpy()
     metas = df[C.OMETA].to_numpy()
     event_ms = df["event_ms"].to_numpy()
@@ -269,7 +267,7 @@ def stamped_copies(df: pd.DataFrame, stamp: Stamp) -> Callable[[Any], str | None
         stamped = stamp_text(
             texts[cell],
             event_ms=int(event_ms[cell]),
-            meta_json=value_json(parsed_json(metas[cell])),
+            meta_json=metas[cell],
             ts_field=ts_field,
             meta_field=meta_field,
         )

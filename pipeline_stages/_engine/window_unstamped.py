@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline_stages._engine import window_config as C
-from pipeline_stages._engine.frame import DOC, META, META_TEXT, StreamFrame, Unstamped
+from pipeline_stages._engine.frame import DOC, META, StreamFrame, Unstamped
 from pipeline_stages._engine.ingest import existing_meta, stamped_doc
 
 #: Spark conf: "false" stamps every document before the window (see the module doc).
@@ -64,8 +64,8 @@ def unstamped_input(
 def stamped_failures(shipped: tuple[Any, list[str]], unstamped: Unstamped) -> tuple[Any, list[str]]:
     """The operator's input columns (`window_compile._shipped`) over unstamped documents,
     made as over stamped ones: a document that failed inside the window is copied stamped,
-    and each row with a late-document copy (`C.ORIG`) ships its stream metadata as JSON text
-    (`C.OMETA`; `json_text.parsed_json` reads a late one's) for stamping it."""
+    and each row with a late-document copy (`C.ORIG`) ships its stream metadata (`C.OMETA`)
+    for stamping it."""
     df, columns = shipped
     doc = F.col(DOC)
     stamped = stamped_doc(
@@ -75,13 +75,10 @@ def stamped_failures(shipped: tuple[Any, list[str]], unstamped: Unstamped) -> tu
         meta_field=unstamped.meta_field,
     )
     failed_inside = F.col(C.FLAG) == C.FLAG_FAILED_INSIDE
-    # The metadata's source text when the source kept it: `to_json(parse_json(...))` of
-    # every row would cost more than reading the few late copies' text in Python.
-    meta_text = F.col(META_TEXT) if META_TEXT in df.columns else F.to_json(F.col(META))
     df = df.withColumns(
         {
             C.FDOC: F.when(failed_inside, F.to_json(stamped)).otherwise(F.col(C.FDOC)),
-            C.OMETA: F.when(F.col(C.ORIG).isNotNull(), meta_text),
+            C.OMETA: F.when(F.col(C.ORIG).isNotNull(), F.col(META)),
         }
     )
     return df, [*columns, C.OMETA]

@@ -12,13 +12,7 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._engine.json_text import (
-    parsed_json,
-    prefer_double,
-    value_json,
-    variant_json,
-    variant_value,
-)
+from pipeline_stages._engine.json_text import prefer_double, variant_json
 
 pytestmark = pytest.mark.spark
 
@@ -82,46 +76,3 @@ def test_variant_json_keeps_every_digit_of_a_38_digit_decimal(spark: Any) -> Non
     assert variant_json(row["v"]) == "-12345678901234567890123456789012345678"
     # PySpark's own rendering rounds it to 28 digits.
     assert row["v"].toJson() != "-12345678901234567890123456789012345678"
-
-
-#: More texts for `parsed_json`: key order past ASCII, the decimal limits, zeros.
-PARSED_TEXTS = [
-    '{"b": 1, "a": {"z": 1, "Z": 2, "é": 3, "😀": 4, "\uffff": 5, "": 6}, "A": [{"y": 1, "x": 2}]}',
-    '{"p38": 0.12345678901234567890123456789012345678, "p39": 1.23456789012345678901234567890123456789}',
-    '{"s38": 0.00000000000000000000000000000000000001, "s39": 0.000000000000000000000000000000000000001}',
-    '{"i39": 123456789012345678901234567890123456789, "i19": 9223372036854775808, "n": -9223372036854775809}',
-    '{"z": -0.0, "zz": 0.000, "nz": -0, "e": 1E2, "f": -2.5e-3, "g": 0e0}',
-    '{"source": {"type": "kafka", "topic": "t", "partition": 3, "offset": 12, "key": "k", "headers": []}}',
-]
-
-
-def test_parsed_json_gives_the_values_of_parse_json(spark: Any) -> None:
-    """`parsed_json` (the late copies' stream metadata, read from its text without Spark) gives
-    the values `variant_value` decodes from Spark's `parse_json` of the same text, in the same
-    key order and with the same kinds, and renders to the same text."""
-    texts = TEXTS + [prefer_double(t) for t in TEXTS] + PARSED_TEXTS
-    literal = [t.replace(chr(92), chr(92) * 2).replace("'", "\\'") for t in texts]
-    rows = (
-        spark.sql(
-            " UNION ALL ".join(
-                f"SELECT {i} AS i, parse_json('{t}') AS v" for i, t in enumerate(literal)
-            )
-        )
-        .orderBy("i")
-        .collect()
-    )
-    assert len(rows) == len(texts)
-    for row in rows:
-        text = texts[row["i"]]
-        ours, sparks = parsed_json(text), variant_value(row["v"])
-        assert typed_exactly(ours) == typed_exactly(sparks), text
-        assert value_json(ours) == variant_json(row["v"]), text
-
-
-def typed_exactly(value: Any) -> Any:
-    """A value with every kind and every object's key order made comparable."""
-    if isinstance(value, dict):
-        return ("dict", [(k, typed_exactly(v)) for k, v in value.items()])
-    if isinstance(value, list):
-        return ("list", [typed_exactly(v) for v in value])
-    return (type(value).__name__, str(value))
