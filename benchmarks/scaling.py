@@ -12,8 +12,9 @@ runs in its own Python process (a SparkContext's master is fixed for its life):
     python benchmarks/scaling.py [--rows 500000] [--files 5] [--keys 1000] [--runs 3]
         [--workload tumbling] [--buckets 2]
 
-`--buckets` is the window operator's parallelism (1 = Atlas's exact single-watermark mode,
-which runs the stateful part as one task whatever the cluster size). Prints the hardware,
+`--buckets` is the window operator's parallelism: 1 runs the stateful part as one task whatever
+the cluster size; P > 1 spreads the `$group` groups over P tasks with the same results (see
+`pipeline_stages/_engine/window_compile.py`). Prints the hardware,
 rows/s per run and the median per mode, and the ratios to local[1].
 """
 

@@ -30,9 +30,10 @@ Workloads:
     python benchmarks/window_throughput.py [--rows 1000000] [--files 8] [--keys 1000] [--runs 3]
         [--buckets 1,2] [--input typed|json] [--no-batch-engine]
 
-`--buckets` lists the operator's bucket counts to measure: 1 is Atlas's exact semantics (one
-watermark, global idleness); P > 1 is the parallel mode, with per-bucket watermarks
-(`pipeline_stages/_engine/window_compile.py` documents what that weakens). `sluice/batch` is
+`--buckets` lists the operator's bucket counts to measure: 1 runs every window in one Python
+worker; P > 1 splits the `$group` groups over P workers with the same results (every bucket
+also gets every other bucket's rows as shadows without content; see
+`pipeline_stages/_engine/window_compile.py`). `sluice/batch` is
 the batch window engine (`spark.sluice.window.engine=batch`, `window_batch.py`), which runs
 in the sink's `foreachBatch` (`ForeachBatchSink`, as the service runs it: each batch folds in
 the background while Spark reads the next, `window_batch_pipeline`); `--no-batch-engine`

@@ -9,23 +9,21 @@ watermark comes from the source (filtered and failed documents still advance it)
 operator's output is the query's only output (failed rows leave as DLQ envelopes). The
 operator keeps its own watermark, so no Spark `withWatermark` is involved.
 
-Buckets: one bucket by default, which gives Atlas's semantics exactly: one watermark over the
-whole stream, per-document lateness in arrival order, global idleness. Setting the Spark conf
-`spark.sluice.window.buckets` to P > 1 (parallel mode) spreads groups over P buckets by a hash
-of the `$group` key (sessions/sliding: the partition key), so P Python workers share the work.
-Each bucket is then an independent operator, which weakens the semantics:
-
-* a bucket's watermark only advances with the documents of its own keys (and the ticks and
-  failed documents hashed to it), so windows close, and documents are judged late, per
-  bucket: a key whose bucket sees no newer document keeps its windows open longer than Atlas
-  would, and a document is only late relative to earlier documents of its bucket;
-* idleness is per bucket: a bucket without input in a micro-batch counts as idle even when
-  other buckets had input (`idleTimeout` can close its windows earlier than Atlas);
-* a partitioned source's partitions are only known to a bucket once one of its keys arrived
-  on them (a declared partition count is ignored), and partition idleness is per bucket.
-
-Results stay independent of the micro-batch size (each bucket still decides in arrival order)
-but are not Atlas's results in general.
+Buckets: one bucket by default: one watermark over the whole stream, per-document lateness
+in arrival order, global idleness, Atlas's semantics. Setting the Spark conf
+`spark.sluice.window.buckets` to P > 1 spreads the `$group` work of tumbling and hopping
+windows over P buckets (P Python workers, P tasks on a cluster) with the same semantics and
+the same results (`_bucketed`): each row goes to the bucket of its `$group` key, and every
+other bucket gets a shadow of it (its position, event time and window start, no content), so
+every bucket runs the same clock, the same lateness decisions, the same window set and the
+same closes, and only folds and emits its own groups. A late document goes to the DLQ from
+its owner only. The sink merges the buckets' envelopes by source position and, for results,
+by the rank of their window (`Emitter.begin_window`). The shadows cost a shuffled row per
+bucket per row; the clock work is repeated in every bucket, the content work is divided.
+Windows whose blocking stages need all of a window's documents in one place (`$sort`,
+`$limit`, `$count` or a second `$group` after the `$group`, pass-through windows, session and
+sliding windows) keep all their rows in bucket 0 (`OperatorSpec.splits_groups`): exact, not
+parallel.
 
 The Spark conf `spark.sluice.window.engine=batch` asks for the batch engine instead
 (`window_batch`: the operator's code run per micro-batch in the driver, from `foreachBatch`);
@@ -37,11 +35,12 @@ read the source's unstamped documents where that gives the same results (`window
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.types import NumericType
 
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._engine import window_config as C
@@ -173,9 +172,6 @@ def compile_window(
             "first $group/$sort is not supported: the window is only known when it closes",
         )
     buckets = _bucket_count(ctx)
-    if buckets > 1:
-        # A bucket only sees the partitions its keys arrive on (see the module docstring).
-        source = replace(source, partitions=None)
 
     def operator_input(
         frame: StreamFrame, ctx: Any
@@ -248,25 +244,45 @@ def compile_window(
     return WindowResult(envelopes=envelope_from_frame(after), frame=after, batch=batch, **clock)
 
 
-def _bucket(spec: C.OperatorSpec) -> Any:
-    """The bucket of each row: 0, or with `P` buckets a hash of the group/partition key.
+#: The owning bucket of a row, while its copies to every bucket are made (`_bucketed`).
+_OWNER = "__w_owner"
 
-    In bucketed mode rows without a key (ticks, failures before the window, pass-through
-    documents) spread by source position, and the test clock's rows go to every bucket.
+
+def _bucketed(df: Any, columns: list[str], spec: C.OperatorSpec) -> Any:
+    """`columns` of `df` with each row's bucket (`C.BUCKET`), such that every bucket decides
+    what one bucket would (see the module docstring).
+
+    One bucket, or a window whose content cannot be split (`OperatorSpec.splits_groups`): every
+    row goes to bucket 0. Groups split over P buckets: a row goes to every bucket, itself to
+    its owner (the bucket of its `$group` key; rows without one, by source position) and as a
+    shadow to the others: the same position, event time and window start, the flag of what it
+    does to the clock and the window set (`C.SHADOW_FLAGS`), no content.
     """
+    if not spec.splits_groups:
+        return df.select(F.lit(0).alias(C.BUCKET), *columns)
     count = spec.bucket_count
-    if count == 1:
-        return F.lit(0)
+    entered = F.col(C.FLAG).isin(*C.ENTERED)
     by_position = F.pmod(F.hash(F.col(SEQ), F.col(PART)), F.lit(count))
-    key = C.KEY if spec.inner.group is not None else (C.PKEY if spec.kind != "fixed" else None)
-    bucket = by_position
-    if key is not None:
-        entered = F.col(C.FLAG).isin(*C.ENTERED)
-        bucket = F.when(entered, F.pmod(F.hash(F.col(key)), F.lit(count))).otherwise(bucket)
-    if spec.source.test_clock:
-        every = F.sequence(F.lit(0), F.lit(count - 1))
-        return F.explode(F.when(F.col(C.FLAG) == C.FLAG_CLOCK, every).otherwise(F.array(bucket)))
-    return bucket
+    owner = F.when(entered, F.pmod(F.hash(F.col(C.KEY)), F.lit(count))).otherwise(by_position)
+    every = F.explode(F.sequence(F.lit(0), F.lit(count - 1))).alias(C.BUCKET)
+    rows = df.select(owner.alias(_OWNER), every, *columns)
+    own = F.col(C.BUCKET) == F.col(_OWNER)
+    shadows = F.create_map(*[F.lit(v) for pair in C.SHADOW_FLAGS.items() for v in pair])
+    shadow_flag = shadows[F.col(C.FLAG)]
+    kept = {PART, SEQ, SUB, C.DOC_SUB, EVENT_MS, C.WSTART}
+    types = {f.name: f.dataType for f in df.schema.fields}
+    shipped = [F.col(C.BUCKET)]
+    for name in columns:
+        if name == C.FLAG:
+            shipped.append(F.when(own, F.col(name)).otherwise(shadow_flag).cast("tinyint"))
+        elif name in kept:
+            shipped.append(F.col(name))
+        elif isinstance(types[name], NumericType):
+            # Zero, not NULL: pandas would turn the whole integer column into floats.
+            shipped.append(F.when(own, F.col(name)).otherwise(F.lit(0).cast(types[name])))
+        else:
+            shipped.append(F.when(own, F.col(name)))
+    return rows.select(*[c.alias(n) for c, n in zip(shipped, [C.BUCKET, *columns], strict=True)])
 
 
 def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec, stamp: Stamp | None) -> Any:
@@ -278,8 +294,10 @@ def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec, stamp: Stamp
     # rows/s), because PySpark turns each shipped VARIANT into a dict and a `VariantVal`
     # (0.31 s CPU per 125k rows, as much as the operator's own work). The batch engine reads
     # Arrow instead and ships the VARIANT (`window_batch.shipped_rows`).
-    as_text = [F.to_json(c).alias(c) if c in (C.ORIG, C.OMETA) else F.col(c) for c in columns]
-    compact = df.select(_bucket(spec).alias(C.BUCKET), *as_text)
+    as_text = df.select(
+        *[F.to_json(c).alias(c) if c in (C.ORIG, C.OMETA) else F.col(c) for c in columns]
+    )
+    compact = _bucketed(as_text, columns, spec)
     timeout = (
         GroupStateTimeout.NoTimeout
         if spec.source.test_clock

@@ -15,6 +15,12 @@ Row flags (`FLAG`, one per shipped row) say what a row is to the operator:
 | 4    | failed at the source (no event time): forwarded to the DLQ only             |
 | 5    | a clock row of the test clock (virtual processing time in `event_ms`)       |
 | 6    | dropped by the window's per-document part (`$match`): creates its windows   |
+| 7    | a source failure another bucket forwards: an arrival, nothing else           |
+
+When P > 1 buckets split a window's groups, every bucket gets every row
+(`window_compile._bucketed`): its owner the row itself, the others a *shadow* without content
+whose flag says only what the row does to the watermark, the idleness and the window set
+(`SHADOW_FLAGS`): 0, 3 and 6 become 6, 1 and 2 become 1, 4 becomes 7.
 """
 
 from __future__ import annotations
@@ -29,9 +35,22 @@ FLAG_FAILED_INSIDE = 3
 FLAG_SOURCE_FAILED = 4
 FLAG_CLOCK = 5
 FLAG_DROPPED_INSIDE = 6
+FLAG_SOURCE_FAILED_ELSEWHERE = 7
 
 #: Flags of rows that entered the window (lateness is decided for them, they create windows).
 ENTERED = (FLAG_OK, FLAG_FAILED_INSIDE, FLAG_DROPPED_INSIDE)
+#: Flags of rows that do not advance the watermark (no event time).
+UNCOUNTED = (FLAG_SOURCE_FAILED, FLAG_SOURCE_FAILED_ELSEWHERE)
+#: A row's flag -> its shadow's flag in the buckets that do not own it (see the module doc).
+SHADOW_FLAGS = {
+    FLAG_OK: FLAG_DROPPED_INSIDE,
+    FLAG_FAILED_INSIDE: FLAG_DROPPED_INSIDE,
+    FLAG_DROPPED_INSIDE: FLAG_DROPPED_INSIDE,
+    FLAG_TICK: FLAG_TICK,
+    FLAG_FAILED_BEFORE: FLAG_TICK,
+    FLAG_SOURCE_FAILED: FLAG_SOURCE_FAILED_ELSEWHERE,
+    FLAG_CLOCK: FLAG_CLOCK,
+}
 
 # Column names of the operator's input (prefixed so they never clash with frame columns).
 BUCKET = "__w_bucket"
@@ -191,6 +210,24 @@ class OperatorSpec:
     partitioned: bool = False
     bucket_count: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def splits_groups(self) -> bool:
+        """Whether P > 1 buckets share each window's content by `$group` key (tumbling and
+        hopping windows whose inner pipeline's blocking part is one `$group`): groups are
+        independent there. Any other window keeps all its rows in bucket 0: `$sort`, `$limit`,
+        `$count` or a second `$group` after the `$group`, and windows without `$group`, need
+        all of a window's documents in one place. Session and sliding windows could split by
+        partition key, but they place documents one by one in Python, and every bucket would
+        run that loop over every row (the shadows), so splitting would divide little; their
+        merge across buckets is not built either (`Emitter.begin_window` is called by fixed
+        windows only)."""
+        return (
+            self.bucket_count > 1
+            and self.kind == "fixed"
+            and self.inner.group is not None
+            and not self.inner.later
+        )
 
     @property
     def runs_when_idle(self) -> bool:

@@ -25,6 +25,13 @@ ENVELOPE_COLUMNS = (
 RESULT_SUB_BASE = 1 << 50
 #: Extra DLQ records of one document (one per open window) get distinct `sub`s.
 WINDOW_SUB_STEP = 1 << 40
+#: With groups split over buckets, a closed window's results start at `sub` RESULT_SUB_BASE +
+#: (its rank among the windows the call closed << GROUP_BITS) in every bucket
+#: (`Emitter.begin_window`), so the sink's merge keeps windows in start order. Ranks past
+#: `_MAX_WINDOW_RANK` share the last one (a million windows closed in one micro-batch: their
+#: results still come out, but windows past it may interleave across buckets).
+GROUP_BITS = 30
+_MAX_WINDOW_RANK = (1 << (50 - GROUP_BITS)) - 1
 
 
 @dataclass
@@ -37,6 +44,8 @@ class Emitter:
     dlq_count: int = 0
     #: Orders rows written when a window closes (results, and DLQ records written then).
     closing: int = 0
+    #: Windows closed so far in this call (`begin_window`).
+    windows_closed: int = 0
 
     def dlq(
         self,
@@ -87,6 +96,15 @@ class Emitter:
         )  # fmt: skip
         self.results += 1
         self.closing += 1
+
+    def begin_window(self) -> None:
+        """A window closes and groups are split over buckets: number its results from a `sub`
+        every bucket gives that window (each bucket closes the same windows in the same
+        order, see `window_compile._bucketed`), so that windows stay in start order when the
+        sink merges the buckets' results. Groups within a window keep each bucket's order;
+        across buckets they follow the order the sink reads the buckets in."""
+        self.closing = min(self.windows_closed, _MAX_WINDOW_RANK) << GROUP_BITS
+        self.windows_closed += 1
 
     def stats(self, doc: dict[str, Any], *, part: int, seq: int) -> None:
         """The per-batch stats row (`sluice process` reads `openWindows`)."""

@@ -202,6 +202,8 @@ class FixedWindows:
 
     def _close(self, start: int, part: int, seq: int) -> None:
         content = self.state.windows.pop(start)
+        if self.spec.splits_groups:
+            self.out.begin_window()
         self.inner.emit(content, start=start, end=start + self.size, part=part, seq=seq)
 
     # ------------------------------------------------------------------ idleness

@@ -132,7 +132,7 @@ def run_segment(
     if spec.processing_time:
         seg.ts = np.full(len(seg.ts), now, dtype=np.int64)
     first = seg.pos_rows
-    counted = seg.flag[first] != C.FLAG_SOURCE_FAILED
+    counted = ~np.isin(seg.flag[first], C.UNCOUNTED)
     before, after = clock.running(seg.part[first], seg.ts[first], counted, timeout)
     core.segment(seg, before, after)
     clock.last_seq, clock.last_part = int(seg.seq[first[-1]]), int(seg.part[first[-1]])
@@ -240,8 +240,11 @@ def make_operator(
         if timeout is not None:
             state.setTimeoutDuration(timeout)
         starts = core.open_starts()
+        bucket = int(key[0])
+        # With groups split, every bucket holds every window (content or not): count them once.
+        counted_starts = starts if bucket == 0 or not spec.splits_groups else []
         out.stats(
-            stats_doc(int(key[0]), clock, starts, len(blob), out),
+            stats_doc(bucket, clock, counted_starts, len(blob), out),
             part=clock.last_part,
             seq=clock.last_seq,
         )

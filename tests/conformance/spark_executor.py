@@ -1,6 +1,7 @@
 """The Spark executor of the conformance suite: transcripts through the real window operator
 (`SparkBatchExecutor`: through the batch window engine, `window_batch`; `SparkStampedExecutor`:
-through the operator on documents the source stamped, `window_unstamped`).
+through the operator on documents the source stamped, `window_unstamped`;
+`SparkParallelExecutor`: through the operator with two buckets).
 
 Each transcript runs as one streaming query, compiled by the production planner
 (`plan.compile_after_source`) on a scripted source (`sources.scripted`) instead of the
@@ -244,3 +245,16 @@ class SparkStampedExecutor(SparkExecutor):
 
     name = "spark-stamped"
     compile_conf = {UNSTAMPED_CONF: "false"}
+
+
+#: The Spark conf of the operator's bucket count (`window_compile._bucketed`).
+BUCKETS_CONF = "spark.sluice.window.buckets"
+
+
+class SparkParallelExecutor(SparkExecutor):
+    """The operator with two buckets (`spark.sluice.window.buckets=2`): tumbling and hopping
+    `$group` windows split their groups over both, every other window runs in bucket 0; the
+    results must be the one bucket's."""
+
+    name = "spark-parallel"
+    compile_conf = {BUCKETS_CONF: "2"}

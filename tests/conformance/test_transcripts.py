@@ -22,7 +22,11 @@ from tests.conformance.harness import (
     run_transcript,
 )
 from tests.conformance.reference_model import ReferenceExecutor
-from tests.conformance.spark_executor import SparkBatchExecutor, SparkExecutor
+from tests.conformance.spark_executor import (
+    SparkBatchExecutor,
+    SparkExecutor,
+    SparkParallelExecutor,
+)
 
 EXECUTORS: list[Any] = [
     pytest.param(ReferenceExecutor, id="reference"),
@@ -33,6 +37,7 @@ TRANSCRIPT_EXECUTORS: list[Any] = [
     *EXECUTORS,
     pytest.param(SparkExecutor, id="spark", marks=pytest.mark.spark),
     pytest.param(SparkBatchExecutor, id="spark-batch", marks=pytest.mark.spark),
+    pytest.param(SparkParallelExecutor, id="spark-parallel", marks=pytest.mark.spark),
 ]
 WINDOW_STAGES = ("$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow")
 

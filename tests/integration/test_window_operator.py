@@ -17,7 +17,7 @@ import pytest
 
 from pipeline_stages._mql.pyvalues import from_ejson, to_ejson
 from tests.conformance.reference_model import ReferenceExecutor
-from tests.conformance.spark_executor import SparkExecutor, stop_active
+from tests.conformance.spark_executor import SparkExecutor, SparkParallelExecutor, stop_active
 
 pytestmark = pytest.mark.spark
 
@@ -77,8 +77,9 @@ def pipeline(window: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"$source": source}, window]
 
 
-def stream(seed: int, n: int = 12) -> list[Any]:
-    """Steps: documents (dicts) and idle periods (ints, ms), out of order, some late."""
+def stream(seed: int, n: int = 12, keys: str = "ab") -> list[Any]:
+    """Steps: documents (dicts) and idle periods (ints, ms), out of order, some late; group
+    keys drawn from `keys`."""
     rng = random.Random(seed)
     steps: list[Any] = []
     clock = 0
@@ -89,7 +90,7 @@ def stream(seed: int, n: int = 12) -> list[Any]:
         steps.append(
             {
                 "id": i,
-                "k": rng.choice("ab"),
+                "k": rng.choice(keys),
                 "v": rng.choice([1, 2.5, 3]),
                 "d": rng.choice([1, 2, 4, 0]) if i % 5 else 0,
                 "ts": {"$date": {"$numberLong": str(BASE_MS + ts)}},
@@ -98,7 +99,7 @@ def stream(seed: int, n: int = 12) -> list[Any]:
         if i in (4, 8):
             steps.append(rng.choice([1000, 4000]))
     # A far-future document closes whatever is still open (on both keys).
-    steps += [{"id": 100 + j, "k": k, "v": 0, "d": 1, "ts": {"$date": {"$numberLong": str(BASE_MS + 60_000)}}} for j, k in enumerate("ab")]  # fmt: skip
+    steps += [{"id": 100 + j, "k": k, "v": 0, "d": 1, "ts": {"$date": {"$numberLong": str(BASE_MS + 60_000)}}} for j, k in enumerate(keys[:2])]  # fmt: skip
     return steps
 
 
@@ -166,3 +167,30 @@ def test_late_union_counted_is_all_inputs(kind: str) -> None:
         assert not counted & late  # only hopping and sliding windows have partially late docs
     for doc in map(from_ejson, emitted):
         assert doc["w"] == doc["_stream_meta"]["window"]["start"]
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "hopping"])
+def test_two_buckets_split_the_groups_and_keep_the_semantics(kind: str) -> None:
+    """`spark.sluice.window.buckets=2`: each bucket folds and emits some of the groups, and
+    the results and DLQ are still the reference's, the same at every batch size, with windows
+    in start order."""
+    stages = pipeline(windows([GROUP])[kind])
+    steps = stream(seed=7, n=30, keys="abcdefgh")
+    reference = run(ReferenceExecutor(), stages, steps, batch=1)
+    runs = {}
+    for size in (1, 10, 1000):
+        executor = SparkParallelExecutor()
+        runs[size] = run(executor, stages, steps, batch=size)
+        emitted_by_bucket: dict[int, int] = {}
+        for stats in executor.collector.stats:
+            count = emitted_by_bucket.get(int(stats["bucket"]), 0)
+            emitted_by_bucket[int(stats["bucket"])] = count + stats["outputMessageCount"]
+        assert sorted(emitted_by_bucket) == [0, 1]
+        assert all(emitted_by_bucket.values()), emitted_by_bucket  # both buckets hold groups
+    for size, (emitted, dlq) in runs.items():
+        assert canonical(emitted) == canonical(reference[0]), f"batch size {size}"
+        assert canonical(dlq) == canonical(reference[1]), f"batch size {size}"
+        starts = [from_ejson(e)["_stream_meta"]["window"]["start"] for e in emitted]
+        assert starts == sorted(starts), f"batch size {size}"
+    assert runs[1] == runs[10] == runs[1000]
+    assert any(r["errInfo"]["reason"] == "Input document arrived late." for r in runs[1][1])
