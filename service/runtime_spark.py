@@ -201,7 +201,10 @@ class SparkEngine:
         return {"pid": os.getpid(), "jvmPid": self._jvm_pid}
 
     def _compile(
-        self, request: CompileRequest, window_engine: str | None = None
+        self,
+        request: CompileRequest,
+        window_engine: str | None = None,
+        window_buckets: int | None = None,
     ) -> tuple[Any, list[Problem]]:
         from pipeline_stages import parse_pipeline
         from pipeline_stages._engine.context import CompileContext, ConnectionInfo
@@ -219,6 +222,7 @@ class SparkEngine:
             },
             data_dir=str(self._settings.data_dir),
             window_engine=window_engine,
+            window_buckets=window_buckets,
         )
         with self._compile_lock:
             compiled = compile_pipeline(parse_pipeline(request.pipeline), ctx)
@@ -230,14 +234,17 @@ class SparkEngine:
         return warnings
 
     def launch(self, request: RunRequest) -> SparkQueryHandle:
-        """Compile the pipeline (on its checkpoint's window engine) and start its query."""
+        """Compile the pipeline (on its checkpoint's window engine and bucket count) and start
+        its query."""
         from pipeline_stages._engine.session import start_query
         from pipeline_stages._engine.window_batch import ENGINE_CONF
-        from service.window_engine import WINDOW_STATE_DIR, checkpoint_engine
+        from pipeline_stages._engine.window_compile import conf_bucket_count
+        from service.window_engine import WINDOW_STATE_DIR, checkpoint_buckets, checkpoint_engine
 
         configured = self.session().conf.get(ENGINE_CONF, "operator") or "operator"
         engine = checkpoint_engine(request.checkpoint_dir, configured)
-        compiled, _ = self._compile(request.compile, window_engine=engine)
+        buckets = checkpoint_buckets(request.checkpoint_dir, conf_bucket_count(self.session()))
+        compiled, _ = self._compile(request.compile, window_engine=engine, window_buckets=buckets)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         sink = compiled.foreach_batch(
             request.writer,

@@ -1,4 +1,5 @@
-"""The window engine a processor's checkpoint runs on: the one it started with.
+"""The window engine a processor's checkpoint runs on, and the operator's bucket count: the
+ones it started with.
 
 The operator keeps open windows and the watermark in Spark's state store; the batch engine
 (`spark.sluice.window.engine=batch`, `pipeline_stages/_engine/window_batch.py`) keeps them in
@@ -12,6 +13,12 @@ A checkpoint written before the record existed is read for evidence: batch-engin
 means the batch engine; Spark offsets without it mean the operator, the default then. With
 the Spark checkpoint on a cluster file system (`SLUICE_CHECKPOINT_ROOT`) the offsets are not
 local, so such a checkpoint without batch-engine state takes the conf's engine.
+
+The bucket count (`spark.sluice.window.buckets`) is recorded the same way (`BUCKETS_FILE`).
+The operator sends a group's rows to bucket `hash(key) mod P` and keeps the group's partial
+state in that bucket: resumed with another P, a window's groups would go on in new buckets
+while their partials stayed in the old ones, and each would be emitted twice, in two halves.
+A checkpoint written before this record takes the conf's count (nothing in it says).
 """
 
 from __future__ import annotations
@@ -27,8 +34,12 @@ PIN_FILE = "sluice-window-engine"
 WINDOW_STATE_DIR = "sluice-window-state"
 
 
+#: The operator's bucket count recorded in a processor's checkpoint directory.
+BUCKETS_FILE = "sluice-window-buckets"
+
+
 class EnginePinError(ValueError):
-    """The recorded engine is not one Sluice knows."""
+    """The recorded engine (or bucket count) is not one Sluice can run."""
 
 
 def checkpoint_engine(checkpoint_dir: Path, configured: str) -> str:
@@ -47,11 +58,31 @@ def checkpoint_engine(checkpoint_dir: Path, configured: str) -> str:
         return recorded
     engine = _evidence(checkpoint_dir) or configured
     if engine in ENGINES:
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        written = pin.with_name(f".{PIN_FILE}.tmp")
-        written.write_text(engine + "\n", encoding="utf-8")
-        written.replace(pin)
+        _record(pin, engine)
     return engine
+
+
+def checkpoint_buckets(checkpoint_dir: Path, configured: int) -> int:
+    """The operator's bucket count for `checkpoint_dir`, recorded there on its first start
+    (`configured`: the Spark conf's count)."""
+    pin = checkpoint_dir / BUCKETS_FILE
+    if not pin.exists():
+        _record(pin, str(configured))
+        return configured
+    recorded = pin.read_text(encoding="utf-8").strip()
+    if not recorded.isdigit() or int(recorded) < 1:
+        raise EnginePinError(
+            f"{pin} records the window bucket count {recorded!r}; it must be a positive integer"
+        )
+    return int(recorded)
+
+
+def _record(pin: Path, value: str) -> None:
+    """Write `pin` atomically (a crash leaves no half-written record)."""
+    pin.parent.mkdir(parents=True, exist_ok=True)
+    written = pin.with_name(f".{pin.name}.tmp")
+    written.write_text(value + "\n", encoding="utf-8")
+    written.replace(pin)
 
 
 def _evidence(checkpoint_dir: Path) -> str | None:

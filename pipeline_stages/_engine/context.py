@@ -49,6 +49,9 @@ class CompileContext:
     #: The window engine of the checkpoint being run (`service.window_engine`); None: the
     #: Spark conf `spark.sluice.window.engine` decides.
     window_engine: str | None = None
+    #: The window operator's bucket count of the checkpoint being run (`service.window_engine`);
+    #: None: the Spark conf `spark.sluice.window.buckets` decides.
+    window_buckets: int | None = None
 
     def connection(self, name: str) -> ConnectionInfo | None:
         """Look a connection up, built-ins included."""

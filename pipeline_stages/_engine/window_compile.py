@@ -133,9 +133,21 @@ def _reads_window_meta(stages: list[InnerStage]) -> bool:
     return any(marker in text for marker in _WINDOW_META_MARKERS)
 
 
+#: The Spark conf of the window operator's bucket count.
+BUCKETS_CONF = "spark.sluice.window.buckets"
+
+
 def _bucket_count(ctx: Any) -> int:
+    """The checkpoint's bucket count (`CompileContext.window_buckets`), else the Spark conf's."""
+    if getattr(ctx, "window_buckets", None):
+        return int(ctx.window_buckets)
+    return conf_bucket_count(ctx.spark)
+
+
+def conf_bucket_count(spark: Any) -> int:
+    """`spark.sluice.window.buckets` (1 when unset or not a positive integer)."""
     try:
-        return max(1, int(ctx.spark.conf.get("spark.sluice.window.buckets", "1")))
+        return max(1, int(spark.conf.get(BUCKETS_CONF, "1")))
     except (TypeError, ValueError):
         return 1
 

@@ -35,6 +35,7 @@ from pipeline_stages._engine.plan import compile_after_source
 from pipeline_stages._engine.sink import BatchResult
 from pipeline_stages._engine.sources import scripted
 from pipeline_stages._engine.window_batch import ENGINE_CONF
+from pipeline_stages._engine.window_compile import BUCKETS_CONF
 from pipeline_stages._engine.window_unstamped import UNSTAMPED_CONF
 from service.process import source_position
 from tests.conformance.harness import TranscriptMismatch
@@ -245,10 +246,6 @@ class SparkStampedExecutor(SparkExecutor):
 
     name = "spark-stamped"
     compile_conf = {UNSTAMPED_CONF: "false"}
-
-
-#: The Spark conf of the operator's bucket count (`window_compile._bucketed`).
-BUCKETS_CONF = "spark.sluice.window.buckets"
 
 
 class SparkParallelExecutor(SparkExecutor):

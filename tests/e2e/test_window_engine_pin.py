@@ -99,3 +99,42 @@ def test_a_started_processor_keeps_its_window_engine_across_a_conf_change(
     # `kept` ran on the operator before and after; `fresh` on the batch engine.
     assert not batch_state(data_dir, kept)
     assert batch_state(data_dir, fresh)
+
+
+def group_pipeline(connection: str) -> list[dict[str, Any]]:
+    """A tumbling `$group` window: the groups split over the operator's buckets."""
+    window = window_pipeline(connection)
+    window[1]["$tumblingWindow"]["pipeline"] = [{"$group": {"_id": "$k", "n": {"$sum": 1}}}]
+    return window
+
+
+def test_a_started_processor_keeps_its_bucket_count_across_a_conf_change(
+    tmp_path: Path, services: list[ServiceProcess]
+) -> None:
+    """Started on two buckets, resumed by a service configured for one: the groups whose
+    partials the second bucket holds must still be counted, once."""
+    data_dir = tmp_path / "data"
+    two = {"SLUICE_SPARK_CONF_spark__sluice__window__buckets": "2"}
+    services.append(service := ServiceProcess(data_dir, extra_env=two).start())
+    keys = "abcdefgh"
+    with service.http() as client:
+        client.post("/api/v1/connections", json={"name": "split_in", "type": "HttpIngest"})
+        body = {"name": "split", "pipeline": group_pipeline("split_in")}
+        client.post("/api/v1/processors", json=body).raise_for_status()
+        assert client.post("/api/v1/processors/split:start").json()["state"] == "STARTED"
+        first = [{"k": k, "t": at(1 + n)} for n, k in enumerate(keys)]
+        assert client.post("/api/v1/ingest/split_in", json=first).status_code == 202
+        poll(lambda: counted(client, "split", len(keys)), timeout=120, message="not read")
+        assert windows(client, "split") is None  # [0 s, 10 s) is still open
+    service.stop()
+
+    services.append(service := ServiceProcess(data_dir).start())
+    with service.http() as client:
+        closing = [{"k": "a", "t": at(9)}, {"k": "a", "t": at(14)}]
+        assert client.post("/api/v1/ingest/split_in", json=closing).status_code == 202
+        found = poll(
+            lambda: (w := windows(client, "split")) and len(w) >= len(keys) and w,
+            timeout=120,
+            message=f"not every group of {keys} was emitted",
+        )
+    assert sorted(found) == [("a", 2)] + [(k, 1) for k in keys[1:]]

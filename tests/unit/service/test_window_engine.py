@@ -1,4 +1,5 @@
-"""`service.window_engine`: a checkpoint keeps the window engine it started with."""
+"""`service.window_engine`: a checkpoint keeps the window engine and the operator's bucket
+count it started with."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from service.window_engine import (
+    BUCKETS_FILE,
     PIN_FILE,
     WINDOW_STATE_DIR,
     EnginePinError,
+    checkpoint_buckets,
     checkpoint_engine,
 )
 
@@ -61,3 +64,22 @@ def test_a_corrupt_record_is_an_error_naming_the_file(tmp_path: Path) -> None:
         EnginePinError, match=r"sluice-window-engine records the window engine 'turbo'"
     ):
         checkpoint_engine(tmp_path, "batch")
+
+
+def test_a_checkpoint_keeps_the_bucket_count_it_started_with(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "g000001"
+    assert checkpoint_buckets(checkpoint, 2) == 2
+    assert (checkpoint / BUCKETS_FILE).read_text() == "2\n"
+    # The conf asks for 4 since: the groups' partials live in buckets hash(key) mod 2.
+    assert checkpoint_buckets(checkpoint, 4) == 2
+    assert checkpoint_buckets(tmp_path / "g000002", 4) == 4  # a fresh start takes the conf's
+    assert not list(checkpoint.glob(".*.tmp"))
+
+
+def test_a_corrupt_bucket_record_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    for recorded in ("0", "two", ""):
+        (tmp_path / BUCKETS_FILE).write_text(recorded + "\n")
+        with pytest.raises(
+            EnginePinError, match=r"sluice-window-buckets records the window bucket count"
+        ):
+            checkpoint_buckets(tmp_path, 1)
