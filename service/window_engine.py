@@ -17,7 +17,8 @@ local, so such a checkpoint without batch-engine state takes the conf's engine.
 The bucket count (`spark.sluice.window.buckets`) is recorded the same way (`BUCKETS_FILE`).
 The operator sends a group's rows to bucket `hash(key) mod P` and keeps the group's partial
 state in that bucket: resumed with another P, a window's groups would go on in new buckets
-while their partials stayed in the old ones, and each would be emitted twice, in two halves.
+while their partials stayed in the old ones, emitted in two halves, or never when their old
+bucket gets no rows any more.
 A checkpoint written before this record takes the conf's count (nothing in it says).
 """
 
@@ -32,8 +33,6 @@ PIN_FILE = "sluice-window-engine"
 #: Where the batch engine keeps its state, inside the processor's checkpoint directory (the
 #: driver's disk, even when Spark checkpoints to a cluster file system).
 WINDOW_STATE_DIR = "sluice-window-state"
-
-
 #: The operator's bucket count recorded in a processor's checkpoint directory.
 BUCKETS_FILE = "sluice-window-buckets"
 

@@ -27,6 +27,7 @@ from pipeline_stages._engine.frame import StreamFrame
 from pipeline_stages._engine.sink import ForeachBatchSink
 from pipeline_stages._engine.sinks.plans import computed_names
 from pipeline_stages._engine.sinks.targets import prepare_frame
+from pipeline_stages._engine.window_compile import conf_bucket_count
 from pipeline_stages._engine.window_config import WindowSource
 
 if TYPE_CHECKING:
@@ -173,8 +174,8 @@ def _bound_state_partitions(ctx: CompileContext) -> None:
     """
     conf = ctx.spark.conf
     if conf.get("spark.sql.shuffle.partitions") == "200":
-        buckets = conf.get("spark.sluice.window.buckets", "1") or "1"
-        conf.set("spark.sql.shuffle.partitions", buckets)
+        buckets = ctx.window_buckets or conf_bucket_count(ctx.spark)
+        conf.set("spark.sql.shuffle.partitions", str(buckets))
 
 
 def _window_source(
