@@ -212,6 +212,7 @@ def sluice_query(
     from pipeline_stages import parse_stage
     from pipeline_stages._base import ProblemCollector
     from pipeline_stages._engine.context import CompileContext
+    from pipeline_stages._engine.window_compile import BUCKETS_CONF
     from pipeline_stages._engine.window_config import WindowSource
 
     ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())
@@ -223,7 +224,7 @@ def sluice_query(
         frame = type(frame)(frame.df)
     ctx.has_dlq = True
     ctx.window_source = WindowSource(partitions=1)  # type: ignore[attr-defined]
-    spark.conf.set("spark.sluice.window.buckets", str(buckets))
+    spark.conf.set(BUCKETS_CONF, str(buckets))
     spark.conf.set("spark.sluice.window.engine", engine)
     stage = parse_stage(window_stage(workload), path="/pipeline/1")
     try:

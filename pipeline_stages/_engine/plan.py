@@ -27,7 +27,7 @@ from pipeline_stages._engine.frame import StreamFrame
 from pipeline_stages._engine.sink import ForeachBatchSink
 from pipeline_stages._engine.sinks.plans import computed_names
 from pipeline_stages._engine.sinks.targets import prepare_frame
-from pipeline_stages._engine.window_compile import conf_bucket_count
+from pipeline_stages._engine.window_compile import bucket_count
 from pipeline_stages._engine.window_config import WindowSource
 
 if TYPE_CHECKING:
@@ -174,8 +174,7 @@ def _bound_state_partitions(ctx: CompileContext) -> None:
     """
     conf = ctx.spark.conf
     if conf.get("spark.sql.shuffle.partitions") == "200":
-        buckets = ctx.window_buckets or conf_bucket_count(ctx.spark)
-        conf.set("spark.sql.shuffle.partitions", str(buckets))
+        conf.set("spark.sql.shuffle.partitions", str(bucket_count(ctx)))
 
 
 def _window_source(

@@ -137,7 +137,7 @@ def _reads_window_meta(stages: list[InnerStage]) -> bool:
 BUCKETS_CONF = "spark.sluice.window.buckets"
 
 
-def _bucket_count(ctx: Any) -> int:
+def bucket_count(ctx: Any) -> int:
     """The checkpoint's bucket count (`CompileContext.window_buckets`), else the Spark conf's."""
     if getattr(ctx, "window_buckets", None):
         return int(ctx.window_buckets)
@@ -183,7 +183,7 @@ def compile_window(
             f"{key}: reading the window (stream.window / _stream_meta.window) before the "
             "first $group/$sort is not supported: the window is only known when it closes",
         )
-    buckets = _bucket_count(ctx)
+    buckets = bucket_count(ctx)
 
     def operator_input(
         frame: StreamFrame, ctx: Any
