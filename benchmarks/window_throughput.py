@@ -28,7 +28,7 @@ Workloads:
 * `hopping`: 10 s windows every 5 s, `$push` and `$top` per key (`collect_list`, `max_by`).
 
     python benchmarks/window_throughput.py [--rows 1000000] [--files 8] [--keys 1000] [--runs 3]
-        [--buckets 1,2] [--input typed|json] [--no-batch-engine]
+        [--buckets 1,2] [--input typed|json] [--no-batch-engine] [--ceiling]
 
 `--buckets` lists the operator's bucket counts to measure: 1 runs every window in one Python
 worker; P > 1 splits the `$group` groups over P workers with the same results (every bucket
@@ -40,6 +40,13 @@ the background while Spark reads the next, `window_batch_pipeline`); `--no-batch
 leaves it out, `--sync-batch-engine` adds it folding each batch before returning, and
 `--stamped-batch-engine` adds it reading stamped documents (see `window_unstamped`);
 `--stamped-operator` adds the operator (one bucket) reading stamped documents.
+
+`--ceiling` adds two runs of the operator's design with the operator's work taken out (one
+bucket): `sluice/no-op` ships exactly the operator's input (every column it reads, the late
+copies as text) to an `applyInPandasWithState` function that reads its frames and emits
+nothing, and `sluice/no-op-no-copies` does the same without the late copies (which the DLQ
+needs). They bound what any operator logic in this design can reach: the source path, the
+shuffle of every row to the operator, the sort Spark puts before it and Arrow to pandas.
 
 Data: event time advances 1 ms per row with U(0, 3 s) disorder; 0.1 % of the rows are 120 s
 late. Each run is timed from the query's start until every row has been read (and folded,
@@ -63,6 +70,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -237,6 +245,40 @@ def sluice_query(
             raise RuntimeError("the batch engine does not run this window")
         return plan.batch.compact, plan.batch
     return plan.envelopes.select("kind", "window_start", "window_key")
+
+
+def ceiling_query(
+    spark: SparkSession, directory: Path, workload: str, fmt: str, copies: bool
+) -> Any:
+    """`sluice_query` (one bucket) with the operator replaced by one that does no work, and
+    with `copies=False` without the late copies (`C.ORIG`, `C.OMETA` shipped as NULL)."""
+    from pipeline_stages._engine import window_compile
+    from pipeline_stages._engine import window_config as C
+
+    def no_op(_spec: Any, _stamp: Any = None) -> Any:
+        def operate(_key: Any, pdfs: Any, state: Any) -> Any:
+            for _ in pdfs:  # the frames are built as for the real operator
+                pass
+            state.update((b"",))
+            state.setTimeoutDuration(1)
+            return iter(())
+
+        return operate
+
+    real_operator = window_compile._operator
+
+    def without_copies(shipped: tuple[Any, list[str]], spec: Any, stamp: Any) -> Any:
+        df, columns = shipped
+        for name in (C.ORIG, C.OMETA):
+            if name in df.columns:
+                df = df.withColumn(name, F.lit(None).cast(df.schema[name].dataType))
+        return real_operator((df, columns), spec, stamp)
+
+    with mock.patch.object(window_compile, "make_operator", no_op):
+        if copies:
+            return sluice_query(spark, directory, workload, 1, fmt)
+        with mock.patch.object(window_compile, "_operator", without_copies):
+            return sluice_query(spark, directory, workload, 1, fmt)
 
 
 def json_frame(spark: SparkSession, directory: Path, ctx: Any) -> Any:
@@ -489,6 +531,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure the operator (one bucket) reading the source's stamped documents",
     )
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also measure the operator's design with a no-op operator, with and without "
+        "the late copies",
+    )
     args = parser.parse_args(argv)
 
     spark = local_session("sluice-window-bench")
@@ -512,6 +560,11 @@ def main(argv: list[str] | None = None) -> int:
             builders["sluice/stamped"] = lambda w=workload, f=fmt: sluice_query(
                 spark, directory, w, 1, f, unstamped=False
             )
+        if args.ceiling:
+            for name, copies in (("sluice/no-op", True), ("sluice/no-op-no-copies", False)):
+                builders[name] = lambda w=workload, f=fmt, c=copies: ceiling_query(
+                    spark, directory, w, f, c
+                )
         batch_names = ["sluice/batch"] if args.batch_engine else []
         batch_names += ["sluice/batch-sync"] if args.sync_batch_engine else []
         batch_names += ["sluice/batch-stamped"] if args.stamped_batch_engine else []
