@@ -139,9 +139,7 @@ BUCKETS_CONF = "spark.sluice.window.buckets"
 
 def bucket_count(ctx: Any) -> int:
     """The checkpoint's bucket count (`CompileContext.window_buckets`), else the Spark conf's."""
-    if getattr(ctx, "window_buckets", None):
-        return int(ctx.window_buckets)
-    return conf_bucket_count(ctx.spark)
+    return ctx.window_buckets or conf_bucket_count(ctx.spark)
 
 
 def conf_bucket_count(spark: Any) -> int:
