@@ -40,7 +40,9 @@ from typing import Any
 import httpx
 
 SLUICE = (
-    [shutil.which("sluice")] if shutil.which("sluice") else [sys.executable, "-m", "service.cli"]
+    [shutil.which("sluice")]
+    if shutil.which("sluice")
+    else [sys.executable, "-m", "service.cli.app"]
 )
 
 

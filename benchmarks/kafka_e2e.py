@@ -4,7 +4,7 @@ Both pipelines are the same (`timeField` from the document, 1 s tumbling windows
 `$sum`, `$avg` per device) and run on one local SparkSession against a noida-db broker started
 here (the test fixture's launcher). The pipelines end in `$merge` into `local` (the embedded
 SQLite store of a temporary data directory, one collection per run), written per micro-batch
-by the same writer the service uses (`service.sink_resources.build_run_sink`), so batch
+by the same writer the service uses (`service.runtime.sink_resources.build_run_sink`), so batch
 durations and latencies include the sink.
 
 * **throughput**: all records are there before the query starts and are read in micro-batches
@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline_stages import parse_pipeline  # noqa: E402
 from pipeline_stages._base import ProblemCollector  # noqa: E402
-from pipeline_stages._engine.context import CompileContext, ConnectionInfo  # noqa: E402
+from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink  # noqa: E402
+from pipeline_stages._connectors.sources import register_all  # noqa: E402
 from pipeline_stages._engine.plan import compile_pipeline  # noqa: E402
 from pipeline_stages._engine.sink import BatchResult  # noqa: E402
-from pipeline_stages._engine.sinks.dispatch import SinkWriter, apply_sink  # noqa: E402
-from pipeline_stages._engine.sources import register_all  # noqa: E402
-from service.sink_resources import ClusterClients, StoreSinkResources, build_run_sink  # noqa: E402
+from pipeline_stages._stream.context import CompileContext, ConnectionInfo  # noqa: E402
+from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink  # noqa: E402
 from service.stores import Stores, open_stores  # noqa: E402
 from tests.kafka_broker import KafkaBroker, start, stop  # noqa: E402
 

@@ -6,7 +6,7 @@ runs in its own Python process (a SparkContext's master is fixed for its life):
 
 * `local[1]`, `local[2]`: Spark inside the driver's JVM;
 * `cluster`: a standalone master and 2 workers with 1 core each on 127.0.0.1
-  (`service.cluster.LocalCluster`, what `sluice cluster up` runs), Sluice shipped to the
+  (`service.runtime.cluster.LocalCluster`, what `sluice cluster up` runs), Sluice shipped to the
   executors as a zip, the driver separate.
 
     python benchmarks/scaling.py [--rows 500000] [--files 5] [--keys 1000] [--runs 3]
@@ -14,7 +14,7 @@ runs in its own Python process (a SparkContext's master is fixed for its life):
 
 `--buckets` is the window operator's parallelism: 1 runs the stateful part as one task whatever
 the cluster size; P > 1 spreads the `$group` groups over P tasks with the same results (see
-`pipeline_stages/_engine/window_compile.py`). Prints the hardware,
+`pipeline_stages/_windowing/spark/compile.py`). Prints the hardware,
 rows/s per run and the median per mode, and the ratios to local[1].
 """
 
@@ -75,7 +75,7 @@ def child(args: argparse.Namespace) -> int:
         conf |= {"spark.executor.memory": "1g", "spark.executor.cores": "1"}
     spark = build_session(master=args.master, app_name="sluice-scaling", conf=conf)
     if args.master.startswith("spark://"):
-        from service.spark_code import check_executors, ship_code
+        from service.runtime.spark_code import check_executors, ship_code
 
         ship_code(spark, Path(tempfile.mkdtemp(prefix="sluice-scaling-code-")))
         check_executors(spark, timeout=180)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from window_throughput import write_input
 
-    from service.cluster import LocalCluster
+    from service.runtime.cluster import LocalCluster
 
     print(f"hardware: {hardware()}")
     input_dir = Path(tempfile.mkdtemp(prefix="sluice-scaling-input-"))

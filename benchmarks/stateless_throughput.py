@@ -73,9 +73,9 @@ def sluice_query(spark: SparkSession, directory: Path) -> DataFrame:
     """Sluice's compiled stages over the same files (the source stage reads text lines)."""
     from pipeline_stages import parse_pipeline
     from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._engine.context import CompileContext
-    from pipeline_stages._engine.envelope import envelope_from_frame
-    from pipeline_stages._engine.ingest import ingest
+    from pipeline_stages._connectors.sources.ingest import ingest
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.envelope import envelope_from_frame
 
     parsed = parse_pipeline(PIPELINE)
     ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())

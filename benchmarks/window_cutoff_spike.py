@@ -259,7 +259,7 @@ def documents(batch: DataFrame, fields: str) -> DataFrame:
     the late rows' DLQ copies. `fields="source"`: `batch` is Sluice's source frame over the
     JSON input (`json_frame`), whose position, event time and document it takes."""
     if fields == "source":
-        from pipeline_stages._engine import frame as fr
+        from pipeline_stages._stream import frame as fr
 
         return batch.select(
             F.col(fr.SEQ).alias("seq"),
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         if fmt == "typed":
             return stream(spark, directory)
         from pipeline_stages._base import ProblemCollector
-        from pipeline_stages._engine.context import CompileContext
+        from pipeline_stages._stream.context import CompileContext
 
         ctx = CompileContext(spark=spark, processor_name="spike", problems=ProblemCollector())
         return json_frame(spark, directory, ctx).df

@@ -67,8 +67,8 @@ def query(spark: SparkSession, directory: Path, options: dict[str, Any]) -> Any:
     `WindowPlan`: envelopes, and whether it runs when idle)."""
     from pipeline_stages import parse_stage
     from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._engine.context import CompileContext
-    from pipeline_stages._engine.window_config import WindowSource
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._windowing.runtime.config import WindowSource
 
     ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())
     frame = wt.typed_frame(spark, directory)

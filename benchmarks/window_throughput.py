@@ -19,7 +19,7 @@ Inputs (`--input`):
   `to_variant_object` (a stand-in for a source), native aggregates the columns directly;
 * `json`: the same rows as JSON-lines text files (`{"seq", "ts": {"$date"}, "key", "v",
   "id"}`), what Sluice's sources deliver. Sluice reads them through its real source path
-  (`pipeline_stages._engine.ingest`: parse, `timeField: "$ts"`, `_ts`/`_stream_meta`
+  (`pipeline_stages._connectors.sources.ingest`: parse, `timeField: "$ts"`, `_ts`/`_stream_meta`
   projection, the DLQ for bad records), with the file source's per-line metadata (path and
   line), native with `from_json` and the schema known.
 
@@ -33,7 +33,7 @@ Workloads:
 `--buckets` lists the operator's bucket counts to measure: 1 runs every window in one Python
 worker; P > 1 splits the `$group` groups over P workers with the same results (every bucket
 also gets every other bucket's rows as shadows without content; see
-`pipeline_stages/_engine/window_compile.py`). `sluice/batch` is
+`pipeline_stages/_windowing/spark/compile.py`). `sluice/batch` is
 the batch window engine (`spark.sluice.window.engine=batch`, `window_batch.py`), which runs
 in the sink's `foreachBatch` (`ForeachBatchSink`, as the service runs it: each batch folds in
 the background while Spark reads the next, `window_batch_pipeline`); `--no-batch-engine`
@@ -219,9 +219,9 @@ def sluice_query(
     `unstamped=False` hides the source's unstamped documents from the window."""
     from pipeline_stages import parse_stage
     from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._engine.context import CompileContext
-    from pipeline_stages._engine.window_compile import BUCKETS_CONF
-    from pipeline_stages._engine.window_config import WindowSource
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._windowing.runtime.config import WindowSource
+    from pipeline_stages._windowing.spark.compile import BUCKETS_CONF
 
     ctx = CompileContext(spark=spark, processor_name="bench", problems=ProblemCollector())
     if fmt == "json":
@@ -252,8 +252,8 @@ def ceiling_query(
 ) -> Any:
     """`sluice_query` (one bucket) with the operator replaced by one that does no work, and
     with `copies=False` without the late copies (`C.ORIG`, `C.OMETA` shipped as NULL)."""
-    from pipeline_stages._engine import window_compile
-    from pipeline_stages._engine import window_config as C
+    from pipeline_stages._windowing.runtime import config as C
+    from pipeline_stages._windowing.spark import compile as window_compile
 
     def no_op(_spec: Any, _stamp: Any = None) -> Any:
         def operate(_key: Any, pdfs: Any, state: Any) -> Any:
@@ -283,7 +283,7 @@ def ceiling_query(
 
 def json_frame(spark: SparkSession, directory: Path, ctx: Any) -> Any:
     """The JSON lines through Sluice's source path, `timeField: "$ts"` (see `ingest`)."""
-    from pipeline_stages._engine.ingest import ingest
+    from pipeline_stages._connectors.sources.ingest import ingest
 
     raw = spark.readStream.option("maxFilesPerTrigger", 1).text(str(directory))
     # The arrival order, which Sluice's sources count as they read (the file source numbers
@@ -315,8 +315,8 @@ def json_frame(spark: SparkSession, directory: Path, ctx: Any) -> Any:
 def typed_frame(spark: SparkSession, directory: Path) -> Any:
     """Documents built with `to_variant_object` from the parquet columns, stamped with `_ts`
     and `_stream_meta` as a source stamps them, and unstamped (`StreamFrame.unstamped`)."""
-    from pipeline_stages._engine import frame as fr
     from pipeline_stages._mql import values as V
+    from pipeline_stages._stream import frame as fr
 
     source = stream(spark, directory)
     event_ms = F.unix_millis("ts")

@@ -58,7 +58,7 @@ from pipeline_stages._base import (
     join_path,
 )
 from pipeline_stages._problems import ATLAS_CONTEXT, problems_from_validation_error
-from pipeline_stages._windows_common import WindowSpecBase, inner_pipeline_problems
+from pipeline_stages._windowing.stage_fields import WindowSpecBase, inner_pipeline_problems
 
 __all__ = [
     "KNOWN_UNSUPPORTED",

@@ -151,6 +151,6 @@ def compile(spec: EmitSpec, ctx: Any, path: str) -> Any:  # noqa: A001
     time-series (or plain) collection, `local` a plain collection, Kafka connections the
     Kafka connector's writer (refused with `unsupported_option` in a build without it).
     """
-    from pipeline_stages._engine.sinks.planning import plan_emit
+    from pipeline_stages._connectors.sinks.planning import plan_emit
 
     return plan_emit(spec, connection_of=ctx.connection, path=path, problems=ctx.problems)

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline_stages._base import Offset
-from pipeline_stages._windows_common import (
+from pipeline_stages._windowing.stage_fields import (
     BoundedWindowSpecBase,
     IntervalDuration,
     PositiveDuration,
@@ -49,8 +49,8 @@ class HoppingWindowSpec(BoundedWindowSpecBase):
 
 def compile(spec: HoppingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Compile the window into the Spark window operator (`_engine.window_compile`)."""
-    from pipeline_stages._engine.window_compile import compile_window
-    from pipeline_stages._engine.window_config import FixedGeometry
+    from pipeline_stages._windowing.runtime.config import FixedGeometry
+    from pipeline_stages._windowing.spark.compile import compile_window
 
     timing = spec.geometry()
     geometry = FixedGeometry(timing.interval_ms, timing.hop_ms, timing.offset_ms)

@@ -67,7 +67,7 @@ class MatchSpec(BodySpec):
 def compile(spec: MatchSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Keep healthy documents matching the filter; evaluation errors go to the DLQ."""
     from pipeline_stages._base import join_path
-    from pipeline_stages._mql.query import compile_filter
+    from pipeline_stages._mql.query.compile import compile_filter
 
     scope = frame.scope()
     predicate = compile_filter(spec.filter, scope, join_path(path, KEY), ctx.problems)

@@ -139,6 +139,6 @@ def compile(spec: MergeSpec, ctx: Any, path: str) -> Any:  # noqa: A001
     Update pipelines and expressions in `whenMatched` / `whenNotMatched` are refused with
     `unsupported_option` (the stores apply the string modes only).
     """
-    from pipeline_stages._engine.sinks.planning import plan_merge
+    from pipeline_stages._connectors.sinks.planning import plan_merge
 
     return plan_merge(spec, connection_of=ctx.connection, path=path, problems=ctx.problems)

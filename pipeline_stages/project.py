@@ -145,7 +145,7 @@ def _first_mode(body: dict[str, Any], *, top: bool) -> str | None:
 def compile(spec: ProjectSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Reshape healthy documents; a failing computed field sends the document to the DLQ."""
     from pipeline_stages._base import join_path
-    from pipeline_stages._stateless import apply_document, project_document
+    from pipeline_stages._stream.stateless import apply_document, project_document
 
     body = join_path(path, KEY)
     return apply_document(

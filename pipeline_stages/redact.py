@@ -40,9 +40,9 @@ def compile(spec: RedactSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: 
     from pyspark.sql import functions as F
 
     from pipeline_stages._base import join_path
-    from pipeline_stages._engine.frame import failure_reason
     from pipeline_stages._mql import values as V
     from pipeline_stages._mql.expressions import compile_expression
+    from pipeline_stages._stream.frame import failure_reason
 
     scope = frame.scope()
     result = compile_expression(spec.expression, scope, join_path(path, KEY), ctx.problems)

@@ -26,7 +26,7 @@ class ReplaceRootSpec(StageModel):
 def compile(spec: ReplaceRootSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Replace healthy documents by `newRoot`; non-object results go to the DLQ."""
     from pipeline_stages._base import join_path
-    from pipeline_stages._stateless import apply_document, replace_root
+    from pipeline_stages._stream.stateless import apply_document, replace_root
 
     body = join_path(path, KEY, "newRoot")
     return apply_document(

@@ -27,7 +27,7 @@ class ReplaceWithSpec(BodySpec):
 def compile(spec: ReplaceWithSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """`$replaceWith` is `$replaceRoot` with the expression as the whole body."""
     from pipeline_stages._base import join_path
-    from pipeline_stages._stateless import apply_document, replace_root
+    from pipeline_stages._stream.stateless import apply_document, replace_root
 
     body = join_path(path, KEY)
     return apply_document(

@@ -61,8 +61,8 @@ def compile(spec: SetStreamMetaSpec, frame: Any, ctx: Any, path: str) -> Any:  #
     """Set custom stream metadata (`{$meta: "stream.<field>"}`); errors go to the DLQ."""
     from pipeline_stages._base import join_path
     from pipeline_stages._mql.expressions import compile_expression
-    from pipeline_stages._mql.ops_common import first_error
-    from pipeline_stages._mql.ops_paths import set_field
+    from pipeline_stages._mql.ops.common import first_error
+    from pipeline_stages._mql.ops.paths import set_field
     from pipeline_stages._mql.scope import Expr
 
     scope = frame.scope()

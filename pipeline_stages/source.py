@@ -235,13 +235,13 @@ def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
     other connection types are rejected here with `unsupported_option` until their
     connectors exist, never silently ignored.
     """
-    from pipeline_stages._engine.context import SourcePlan
-    from pipeline_stages._engine.ingest import ingest_source
+    from pipeline_stages._connectors.sources.ingest import ingest_source
+    from pipeline_stages._stream.context import SourcePlan
 
     body = join_path(path, KEY)
     connection = ctx.connection(spec.connection_name) if spec.connection_name else None
     if connection is not None and connection.type == "Kafka":
-        from pipeline_stages._engine.sources.kafka_plan import compile_kafka_source
+        from pipeline_stages._connectors.sources.kafka_plan import compile_kafka_source
 
         return compile_kafka_source(
             spec, ctx, connection, body, observe=_observe_input, operator=OPERATOR_NAME
@@ -262,7 +262,7 @@ def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None
     import json
     import time
 
-    from pipeline_stages._engine.sources import documents, sample_solar
+    from pipeline_stages._connectors.sources import documents, sample_solar
 
     reader = ctx.spark.readStream
     if spec.connection_name is None:
@@ -298,11 +298,11 @@ def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None
     if connection.type == "HttpIngest":
         return _read_http_ingest(spec, ctx, connection), None
     if connection.type == "File":
-        from pipeline_stages._engine.sources.files import read_file_stream
+        from pipeline_stages._connectors.sources.files import read_file_stream
 
         return read_file_stream(spec, ctx, connection, body) or _empty_stream(ctx), None
     if connection.type == "Cluster":
-        from pipeline_stages._engine.sources.change_stream import read_change_stream
+        from pipeline_stages._connectors.sources.change_stream import read_change_stream
 
         return read_change_stream(spec, ctx, connection, body) or _empty_stream(ctx), None
     ctx.problems.error(
@@ -337,7 +337,7 @@ def _read_http_ingest(spec: SourceSpec, ctx: Any, connection: Any) -> Any:
     per checkpoint and passes it as `startSeq` in the connection's config; without it (an
     ephemeral run) the start is the spool's end now.
     """
-    from pipeline_stages._engine.sources import http_ingest
+    from pipeline_stages._connectors.sources import http_ingest
     from service.stores.spool import Spool
 
     earliest = spec.config.auto_offset_reset in ("earliest", "beginning", "smallest")
@@ -363,6 +363,6 @@ def _empty_stream(ctx: Any) -> Any:
     """A placeholder stream so compilation can go on collecting problems."""
     import json
 
-    from pipeline_stages._engine.sources import documents
+    from pipeline_stages._connectors.sources import documents
 
     return ctx.spark.readStream.format(documents.FORMAT).option("documents", json.dumps([])).load()

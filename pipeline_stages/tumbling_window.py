@@ -17,7 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline_stages._base import Offset
-from pipeline_stages._windows_common import BoundedWindowSpecBase, IntervalDuration, WindowGeometry
+from pipeline_stages._windowing.stage_fields import (
+    BoundedWindowSpecBase,
+    IntervalDuration,
+    WindowGeometry,
+)
 from pipeline_stages.hopping_window import HoppingWindowSpec
 
 KEY = "$tumblingWindow"
@@ -45,8 +49,8 @@ class TumblingWindowSpec(BoundedWindowSpecBase):
 
 def compile(spec: TumblingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Compile as a hopping window whose hop is its interval (one window code path)."""
-    from pipeline_stages._engine.window_compile import compile_window
-    from pipeline_stages._engine.window_config import FixedGeometry
+    from pipeline_stages._windowing.runtime.config import FixedGeometry
+    from pipeline_stages._windowing.spark.compile import compile_window
 
     timing = spec.geometry()
     geometry = FixedGeometry(timing.interval_ms, timing.hop_ms, timing.offset_ms)

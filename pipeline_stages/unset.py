@@ -55,7 +55,7 @@ class UnsetSpec(BodySpec):
 def compile(spec: UnsetSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001, ARG001
     """Remove the fields from healthy documents (cannot fail)."""
     from pipeline_stages._mql.scope import Expr
-    from pipeline_stages._stateless import apply_document, unset_fields
+    from pipeline_stages._stream.stateless import apply_document, unset_fields
 
     return apply_document(
         frame,

@@ -77,10 +77,10 @@ def compile(spec: UnwindSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: 
     """
     from pyspark.sql import functions as F
 
-    from pipeline_stages._engine.frame import DOC, KIND, KIND_TICK, SUB, StreamFrame
     from pipeline_stages._mql import values as V
-    from pipeline_stages._mql.ops_paths import get_path, remove_field, set_field
+    from pipeline_stages._mql.ops.paths import get_path, remove_field, set_field
     from pipeline_stages._mql.scope import Expr
+    from pipeline_stages._stream.frame import DOC, KIND, KIND_TICK, SUB, StreamFrame
 
     dotted = spec.path[1:]
     preserve = spec.preserve_null_and_empty_arrays

@@ -51,7 +51,7 @@ def compile(spec: ValidateSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa
     from pyspark.sql import functions as F
 
     from pipeline_stages._base import join_path
-    from pipeline_stages._mql.query import compile_filter
+    from pipeline_stages._mql.query.compile import compile_filter
 
     scope = frame.scope()
     predicate = compile_filter(

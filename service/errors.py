@@ -20,7 +20,7 @@ message}], warnings: [...]}` (Atlas's `ApiError` plus Sluice's problem list)::
     │   ├── ConnectionInUse              CONNECTION_IN_USE
     │   ├── ConnectionTypeMismatch       CONNECTION_TYPE_MISMATCH
     │   ├── ConcurrentModification       CONCURRENT_MODIFICATION
-    │   └── StorageNotShared             STORAGE_NOT_SHARED  (service.storage)
+    │   └── StorageNotShared             STORAGE_NOT_SHARED  (service.runtime.shared_storage)
     ├── PayloadTooLarge             413  PAYLOAD_TOO_LARGE
     ├── EngineUnavailable           503  ENGINE_UNAVAILABLE   Spark could not be started
     └── StoreUnavailable            503  STORE_UNAVAILABLE    a store (SQLite, MongoDB) failed

@@ -19,12 +19,12 @@ from starlette.concurrency import run_in_threadpool
 from service.api.deps import Services, require_api_key
 from service.api.routes import connections, dlq, ingest, processors, system
 from service.auth import ApiKeyChecker, accepted_keys
-from service.config import Settings
+from service.config.settings import Settings
 from service.errors import error_body, install_handlers
-from service.manager import ProcessorManager
-from service.manager_connections import ConnectionRegistry
-from service.manager_ingest import IngestService
-from service.runtime import Engine
+from service.manager.connections import ConnectionRegistry
+from service.manager.ingest import IngestService
+from service.manager.processors import ProcessorManager
+from service.runtime.engine import Engine
 from service.stores import Spool, Stores, open_stores
 
 API_PREFIX = "/api/v1"
@@ -111,7 +111,7 @@ def _operation_id(route: APIRoute) -> str:
 def build_services(settings: Settings, *, engine: Engine | None, stores: Stores | None) -> Services:
     """Open the stores and build the manager and friends (Spark starts later, in `open`)."""
     if engine is None:
-        from service.runtime_spark import SparkEngine
+        from service.runtime.spark_engine import SparkEngine
 
         engine = SparkEngine(settings)
     stores = stores or open_stores(settings.store_url, data_dir=settings.data_dir)

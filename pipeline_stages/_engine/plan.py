@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._engine.context import CompileContext, SourcePlan, WindowPlan
-from pipeline_stages._engine.envelope import envelope_from_frame, frame_from_envelope
-from pipeline_stages._engine.frame import StreamFrame
+from pipeline_stages._connectors.sinks.plans import computed_names
+from pipeline_stages._connectors.sinks.targets import prepare_frame
 from pipeline_stages._engine.sink import ForeachBatchSink
-from pipeline_stages._engine.sinks.plans import computed_names
-from pipeline_stages._engine.sinks.targets import prepare_frame
-from pipeline_stages._engine.window_compile import bucket_count
-from pipeline_stages._engine.window_config import WindowSource
+from pipeline_stages._stream.context import CompileContext, SourcePlan, WindowPlan
+from pipeline_stages._stream.envelope import envelope_from_frame, frame_from_envelope
+from pipeline_stages._stream.frame import StreamFrame
+from pipeline_stages._windowing.runtime.config import WindowSource
+from pipeline_stages._windowing.spark.compile import bucket_count
 
 if TYPE_CHECKING:
     from pipeline_stages import ParsedPipeline

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
 
-from pipeline_stages._engine.envelope import KIND_DLQ
-from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
+from pipeline_stages._stream.envelope import KIND_DLQ
+from pipeline_stages._stream.frame import KIND_OUTPUT, KIND_STATS
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class ForeachBatchSink:
         self.window = window
         self._folds: Any | None = None
         if window is not None and pipelined:
-            from pipeline_stages._engine.window_batch_pipeline import FoldPipeline
+            from pipeline_stages._windowing.batch.pipelining import FoldPipeline
 
             self._folds = FoldPipeline(window, self.write_envelopes)
 

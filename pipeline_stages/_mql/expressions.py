@@ -40,24 +40,22 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
-from pipeline_stages._mql import (
-    ops_arithmetic,
-    ops_arrays,
-    ops_date_math,
-    ops_date_parse,
-    ops_dates,
-    ops_lambdas,
-    ops_logic,
-    ops_math,
-    ops_misc,
-    ops_objects,
-    ops_regex,
-    ops_strings,
-    ops_types,
-)
 from pipeline_stages._mql import values as V
-from pipeline_stages._mql.ops_common import Ctx, LetFrame, constant, first_error, placeholder
-from pipeline_stages._mql.ops_paths import (
+from pipeline_stages._mql.ops import arithmetic as ops_arithmetic
+from pipeline_stages._mql.ops import arrays as ops_arrays
+from pipeline_stages._mql.ops import date_math as ops_date_math
+from pipeline_stages._mql.ops import date_parse as ops_date_parse
+from pipeline_stages._mql.ops import dates as ops_dates
+from pipeline_stages._mql.ops import lambdas as ops_lambdas
+from pipeline_stages._mql.ops import logic as ops_logic
+from pipeline_stages._mql.ops import math as ops_math
+from pipeline_stages._mql.ops import misc as ops_misc
+from pipeline_stages._mql.ops import objects as ops_objects
+from pipeline_stages._mql.ops import regex as ops_regex
+from pipeline_stages._mql.ops import strings as ops_strings
+from pipeline_stages._mql.ops import types as ops_types
+from pipeline_stages._mql.ops.common import Ctx, LetFrame, constant, first_error, placeholder
+from pipeline_stages._mql.ops.paths import (
     key_path,
     object_path,
     remove_field,

@@ -13,11 +13,11 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.auth import ApiKeyChecker
-from service.config import Settings
-from service.manager import ProcessorManager
-from service.manager_connections import ConnectionRegistry
-from service.manager_ingest import IngestService
-from service.schemas import NAME_PATTERN
+from service.config.settings import Settings
+from service.manager.connections import ConnectionRegistry
+from service.manager.ingest import IngestService
+from service.manager.processors import ProcessorManager
+from service.schemas.processors import NAME_PATTERN
 from service.stores import Stores
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipeline_stages._base import Problem
-from service.manager import ProcessorManager
+from service.manager.processors import ProcessorManager
 from service.stores import ProcessorRecord
 
 #: Error responses documented on every authenticated route.
@@ -21,7 +21,7 @@ COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The documented error responses of a route (all with the `ErrorBody` schema)."""
-    from service.schemas import ErrorBody
+    from service.schemas.processors import ErrorBody
 
     described = {
         404: "Not found",

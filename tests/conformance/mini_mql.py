@@ -17,7 +17,7 @@ from typing import Any
 
 from bson import ObjectId
 
-from pipeline_stages._mql.pyvalues import (
+from pipeline_stages._documents.values import (
     INT64_MAX,
     INT64_MIN,
     MISSING,

@@ -12,7 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline_stages._mql.pyvalues import (
+from pipeline_stages._documents.values import (
     MISSING,
     TYPE_RANK,
     MqlError,
@@ -26,8 +26,8 @@ from pipeline_stages._mql.pyvalues import (
     unset_path,
     values_equal,
 )
-from pipeline_stages._windowing.acc_ordered import parse_sort_spec, sort_value_key
 from pipeline_stages._windowing.accumulators import GroupSpec, parse_group
+from pipeline_stages._windowing.accumulators.ordered import parse_sort_spec, sort_value_key
 from tests.conformance.mini_mql import Scope, evaluate
 
 #: Atlas operator names (DLQ `operatorName`) of the stages the reference executor runs.

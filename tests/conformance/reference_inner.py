@@ -9,7 +9,7 @@ from typing import Any
 
 from bson import ObjectId
 
-from pipeline_stages._mql.pyvalues import to_datetime_ms
+from pipeline_stages._documents.values import to_datetime_ms
 from pipeline_stages._windowing.accumulators import GroupSpec
 from tests.conformance.mini_stages import (
     BLOCKING,

@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from pipeline_stages._base import UNIT_MS
-from pipeline_stages._mql.pyvalues import MqlError, from_ejson, to_ejson, to_epoch_ms
-from pipeline_stages._windowing.assign import WindowGeometry
+from pipeline_stages._documents.values import MqlError, from_ejson, to_ejson, to_epoch_ms
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.sliding import SlidingGeometry
 from pipeline_stages._windowing.watermark import PartitionWatermarks
 from tests.conformance.mini_mql import Scope, evaluate

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline_stages._mql.pyvalues import MqlError, sort_key, to_datetime_ms
-from pipeline_stages._windowing.assign import WindowGeometry
+from pipeline_stages._documents.values import MqlError, sort_key, to_datetime_ms
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.sessions import SessionSpan, merge_session_spans, session_is_late
 from pipeline_stages._windowing.sliding import SlidingGeometry
 from pipeline_stages._windowing.watermark import idle_close_end

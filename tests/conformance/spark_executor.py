@@ -29,15 +29,15 @@ from typing import Any
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import PipelineInvalid, ProblemCollector
-from pipeline_stages._engine.context import CompileContext, SourcePlan
-from pipeline_stages._engine.ingest import ingest
+from pipeline_stages._connectors.sources import scripted
+from pipeline_stages._connectors.sources.ingest import ingest
 from pipeline_stages._engine.plan import compile_after_source
 from pipeline_stages._engine.sink import BatchResult
-from pipeline_stages._engine.sources import scripted
-from pipeline_stages._engine.window_batch import ENGINE_CONF
-from pipeline_stages._engine.window_compile import BUCKETS_CONF
-from pipeline_stages._engine.window_unstamped import UNSTAMPED_CONF
-from service.process import source_position
+from pipeline_stages._stream.context import CompileContext, SourcePlan
+from pipeline_stages._windowing.batch.engine import ENGINE_CONF
+from pipeline_stages._windowing.spark.compile import BUCKETS_CONF
+from pipeline_stages._windowing.spark.unstamped import UNSTAMPED_CONF
+from service.cli.process import source_position
 from tests.conformance.harness import TranscriptMismatch
 
 #: How long one micro-batch may take before the executor gives up (the first one of the run

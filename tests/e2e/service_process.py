@@ -25,7 +25,9 @@ import httpx
 T = TypeVar("T")
 
 SLUICE = (
-    [shutil.which("sluice")] if shutil.which("sluice") else [sys.executable, "-m", "service.cli"]
+    [shutil.which("sluice")]
+    if shutil.which("sluice")
+    else [sys.executable, "-m", "service.cli.app"]
 )
 
 #: Settings that keep the test service small and quick on 2 cores.

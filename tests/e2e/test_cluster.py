@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.cluster import LocalCluster, is_spark_daemon
+from service.runtime.cluster import LocalCluster, is_spark_daemon
 from tests.e2e.cluster_scenario import Outcome, records, run_scenarios
 from tests.e2e.service_process import ServiceProcess, free_port, poll
 

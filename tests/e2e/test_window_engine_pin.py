@@ -1,7 +1,7 @@
 """End to end: a processor's checkpoint keeps its window engine when the service's changes.
 
 The operator keeps open windows in Spark's state store, the batch engine beside the
-checkpoint (`service.window_engine`). A service restarted with `spark.sluice.window.engine`
+checkpoint (`service.runtime.window_pins`). A service restarted with `spark.sluice.window.engine`
 switched must resume a started processor on the engine that wrote its state, so a window
 opened before the restart still counts the documents it had; a processor created after the
 restart runs on the new engine.

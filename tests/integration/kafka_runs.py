@@ -17,10 +17,10 @@ from typing import Any
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._engine.context import CompileContext, ConnectionInfo
+from pipeline_stages._connectors.sources import register_all
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._engine.sink import BatchResult
-from pipeline_stages._engine.sources import register_all
+from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from tests.streaming import wait_until
 
 WAIT_S = 180.0  # bounded; the first batch of a run includes Python worker start-up

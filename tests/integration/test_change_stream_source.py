@@ -3,7 +3,7 @@
 Change streams need a replica set or sharded cluster; there is no in-process stand-in that
 implements them (mongomock has no `watch`), so without `MONGODB_URI` these tests are
 skipped, visibly, with the reason below. The pure parts (offsets, resume tokens, watch()
-arguments, rows) are unit-tested in `tests/unit/engine/test_change_stream.py`.
+arguments, rows) are unit-tested in `tests/unit/connectors/test_change_stream.py`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._engine.context import CompileContext, ConnectionInfo
+from pipeline_stages._connectors.sources import register_all
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._engine.sink import BatchResult
-from pipeline_stages._engine.sources import register_all
+from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from tests.streaming import wait_until
 
 MONGODB_URI = os.environ.get("MONGODB_URI")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from service.spark_code import ExecutorEnvironmentError, check_executors, ship_code
+from service.runtime.spark_code import ExecutorEnvironmentError, check_executors, ship_code
 
 pytestmark = [pytest.mark.spark]
 

@@ -14,11 +14,15 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._engine.ingest import INVALID_JSON
+from pipeline_stages._connectors.sinks.kafka import (
+    HEADER_BATCH_ID,
+    HEADER_OUTPUT_ID,
+    KafkaEmitWriter,
+)
+from pipeline_stages._connectors.sources.ingest import INVALID_JSON
 from pipeline_stages._engine.sink import BatchResult
-from pipeline_stages._engine.sinks.kafka import HEADER_BATCH_ID, HEADER_OUTPUT_ID, KafkaEmitWriter
-from pipeline_stages._engine.window_batch import ENGINE_CONF
-from pipeline_stages._engine.window_unstamped import UNSTAMPED_CONF
+from pipeline_stages._windowing.batch.engine import ENGINE_CONF
+from pipeline_stages._windowing.spark.unstamped import UNSTAMPED_CONF
 from tests.conformance.spark_executor import spark_confs
 from tests.integration.kafka_runs import CONNECTION, KafkaRun, drop_last_commit
 from tests.kafka_broker import KafkaBroker
@@ -31,7 +35,7 @@ BASE_MS = (int(time.time()) // 60 - 60) * 60_000
 
 
 def date(ms: int) -> dict[str, str]:
-    from pipeline_stages._mql.pyvalues import format_iso_date, to_datetime_ms
+    from pipeline_stages._documents.values import format_iso_date, to_datetime_ms
 
     return {"$date": format_iso_date(to_datetime_ms(BASE_MS + ms))}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from service.manager_positions import START_FILE, pin_start_positions
-from service.runtime import Connection
+from service.manager.positions import START_FILE, pin_start_positions
+from service.runtime.engine import Connection
 from service.stores import Spool
 from tests.kafka_broker import KafkaBroker
 

@@ -17,7 +17,7 @@ import pytest
 
 SLUICE = [
     shutil.which("sluice") or sys.executable,
-    *([] if shutil.which("sluice") else ["-m", "service.cli"]),
+    *([] if shutil.which("sluice") else ["-m", "service.cli.app"]),
 ]
 
 

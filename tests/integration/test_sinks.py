@@ -17,13 +17,13 @@ from bson import ObjectId
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._engine.context import CompileContext, ConnectionInfo
+from pipeline_stages._connectors.sources import register_all
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._engine.sink import object_id
-from pipeline_stages._engine.sources import register_all
-from pipeline_stages._engine.window_blocking import key_text
-from service.process import StdoutWriter, run_process
-from service.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
+from pipeline_stages._stream.context import CompileContext, ConnectionInfo
+from pipeline_stages._windowing.runtime.blocking import key_text
+from service.cli.process import StdoutWriter, run_process
+from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
 from service.stores.sqlite import SqliteStores
 from tests.streaming import wait_until
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._engine.json_text import prefer_double, variant_json
+from pipeline_stages._stream.json_text import prefer_double, variant_json
 
 pytestmark = pytest.mark.spark
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from pipeline_stages._base import PipelineInvalid
-from pipeline_stages._engine.window_batch import ENGINE_CONF
-from pipeline_stages._engine.window_batch_log import INPUT_DIR, InputLog
-from pipeline_stages._engine.window_batch_pipeline import WindowFoldError
-from pipeline_stages._engine.window_config import OMETA
+from pipeline_stages._windowing.batch.engine import ENGINE_CONF
+from pipeline_stages._windowing.batch.input_log import INPUT_DIR, InputLog
+from pipeline_stages._windowing.batch.pipelining import WindowFoldError
+from pipeline_stages._windowing.runtime.config import OMETA
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.conformance.spark_executor import (
     SparkBatchExecutor,

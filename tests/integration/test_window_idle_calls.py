@@ -4,7 +4,7 @@ Every call of a bucket unpickles and rewrites its whole state, so a bucket is on
 micro-batches without its input when something closes windows on the wall clock, and then
 sleeps until that is due: the next idle close, the end of a processing-time window
 (`window_operator.state_timeout_ms`; the exact wake-ups, and partition idleness, are tested
-in `tests/unit/engine/test_window_idle_wake.py`). The operator emits one stats row per call,
+in `tests/unit/windowing/test_idle_wake.py`). The operator emits one stats row per call,
 which is how these tests see the calls. Micro-batches run on a short trigger; the tests wait
 on batch ids and results, never on time.
 """
@@ -20,11 +20,11 @@ import pytest
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._engine.context import CompileContext
-from pipeline_stages._engine.frame import KIND_OUTPUT, KIND_STATS
+from pipeline_stages._connectors.sources import register_all
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._engine.session import start_query
-from pipeline_stages._engine.sources import register_all
+from pipeline_stages._stream.context import CompileContext
+from pipeline_stages._stream.frame import KIND_OUTPUT, KIND_STATS
 from tests.streaming import wait_until
 
 pytestmark = pytest.mark.spark

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._mql.pyvalues import from_ejson, to_ejson
+from pipeline_stages._documents.values import from_ejson, to_ejson
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.conformance.spark_executor import SparkExecutor, SparkParallelExecutor, stop_active
 

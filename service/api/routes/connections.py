@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from service.api import present
-from service.api.connection_schemas import ConnectionCreate, ConnectionPublic, ConnectionsPublic
 from service.api.deps import ConnectionName, ConnectionsDep, ManagerDep
+from service.schemas.connections import ConnectionCreate, ConnectionPublic, ConnectionsPublic
 
 router = APIRouter(prefix="/connections", tags=["connections"])
 

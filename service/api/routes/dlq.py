@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends, Query
 
 from service.api import present
 from service.api.deps import ManagerDep, ProcessorName
-from service.manager_dlq import DlqFilters
-from service.schemas import DlqPage, DlqPurged
+from service.manager.dlq import DlqFilters
+from service.schemas.processors import DlqPage, DlqPurged
 
 router = APIRouter(prefix="/processors", tags=["dlq"])
 

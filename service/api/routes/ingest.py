@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.api import present
 from service.api.deps import ConnectionName, IngestDep
-from service.schemas import IngestAccepted
+from service.schemas.processors import IngestAccepted
 
 router = APIRouter(tags=["ingest"])
 

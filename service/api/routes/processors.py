@@ -9,7 +9,7 @@ from pydantic import AfterValidator
 
 from service.api import present
 from service.api.deps import ManagerDep, ProcessorName
-from service.schemas import (
+from service.schemas.processors import (
     ProcessorCreate,
     ProcessorModify,
     ProcessorPublic,

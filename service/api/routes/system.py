@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.api import present
 from service.api.deps import ServicesDep, require_api_key
-from service.schemas import Health
+from service.schemas.processors import Health
 
 try:
     VERSION = version("sluice")
@@ -41,7 +41,7 @@ async def healthz(services: ServicesDep) -> dict[str, Any]:
 )
 async def metrics(services: ServicesDep) -> PlainTextResponse:
     """Per-processor counters, watermark lag, batch duration and state size."""
-    from service.metrics import CONTENT_TYPE
+    from service.api.metrics import CONTENT_TYPE
 
     text = await run_in_threadpool(services_metrics, services)
     return PlainTextResponse(text, media_type=CONTENT_TYPE)
@@ -49,7 +49,7 @@ async def metrics(services: ServicesDep) -> PlainTextResponse:
 
 def services_metrics(services: Any) -> str:
     """Render `/metrics` from the manager's current view."""
-    from service.metrics import ProcessorSample, render
+    from service.api.metrics import ProcessorSample, render
 
     manager = services.manager
     samples = []

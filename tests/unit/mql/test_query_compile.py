@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._mql.query import all_of, any_of, compile_filter
+from pipeline_stages._mql.query.compile import all_of, any_of, compile_filter
 from pipeline_stages._mql.scope import Bindings, Predicate, Scope, apply_bindings, drop_bindings
 
 from .test_query_harness import problems_of

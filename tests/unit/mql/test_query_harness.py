@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._mql.query import compile_filter
+from pipeline_stages._mql.query.compile import compile_filter
 from pipeline_stages._mql.scope import Bindings, Scope, apply_bindings
 
 Row = tuple[Any, Any, bool]

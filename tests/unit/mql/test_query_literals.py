@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._mql.query_literals import (
+from pipeline_stages._mql.query.literals import (
     BadLiteral,
     Regex,
     date_millis,

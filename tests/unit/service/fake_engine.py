@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from pipeline_stages._base import Problem
-from service.runtime import CompileRequest, ProgressCallback, RunRequest
+from service.runtime.engine import CompileRequest, ProgressCallback, RunRequest
 
 
 class FakeQuery:

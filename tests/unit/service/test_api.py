@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.config import Settings
+from service.config.settings import Settings
 from service.main import create_app
 from service.stores import Spool, open_stores
 from tests.unit.service.fake_engine import FakeEngine
@@ -221,7 +221,7 @@ def test_connections_in_use_and_built_in_ones_cannot_be_dropped(client: TestClie
 
 
 def spooled(tmp_path: Path, connection: str = "in1") -> list[bytes]:
-    from pipeline_stages._engine.sources.http_ingest import decode_record
+    from pipeline_stages._connectors.sources.http_ingest import decode_record
 
     spool = Spool(tmp_path)
     return [decode_record(p)[1] for _, p in spool.read(connection, 1, spool.latest_seq(connection))]
@@ -318,7 +318,7 @@ def test_dlq_of_a_processor_without_one_is_404(client: TestClient) -> None:
 
 
 def test_sample_follows_with_a_cursor(client: TestClient) -> None:
-    from service.writers import KIND_DLQ, KIND_OUT
+    from service.manager.writers import KIND_DLQ, KIND_OUT
 
     create(client)
     buffer = client.app.state.services.manager.sample_buffer("p1")  # type: ignore[attr-defined]

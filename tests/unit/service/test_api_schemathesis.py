@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     status_code_conformance,
 )
 
-from service.config import Settings  # noqa: E402
+from service.config.settings import Settings  # noqa: E402
 from service.main import create_app  # noqa: E402
 from service.stores import open_stores  # noqa: E402
 from tests.unit.service.fake_engine import FakeEngine  # noqa: E402

@@ -12,10 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from service.cli import app
-from service.cli_output import CliState
-from service.client import SluiceClient, resolve_target
-from service.config import Settings
+from service.cli.app import app
+from service.cli.client import SluiceClient, resolve_target
+from service.cli.output import CliState
+from service.config.settings import Settings
 from service.main import create_app
 from service.stores import open_stores
 from tests.unit.service.fake_engine import FakeEngine

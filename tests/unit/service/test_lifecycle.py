@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.config import Settings
+from service.config.settings import Settings
 from service.errors import (
     InvalidTransition,
     ModificationRejected,
@@ -17,11 +17,11 @@ from service.errors import (
     ProcessorExists,
     ProcessorNotFound,
 )
-from service.manager import ProcessorManager
-from service.manager_connections import ConnectionRegistry
-from service.manager_positions import START_FILE
-from service.manager_states import TRANSITIONS, Action, State, next_state
-from service.schemas import ProcessorCreate, ProcessorModify
+from service.manager.connections import ConnectionRegistry
+from service.manager.positions import START_FILE
+from service.manager.processors import ProcessorManager
+from service.manager.states import TRANSITIONS, Action, State, next_state
+from service.schemas.processors import ProcessorCreate, ProcessorModify
 from service.stores import Spool, open_stores
 from tests.unit.service.fake_engine import FakeEngine
 
@@ -282,7 +282,7 @@ def test_modify_renames_and_changes_the_dlq(manager: ProcessorManager) -> None:
 def test_http_ingest_start_is_pinned_per_checkpoint(
     manager: ProcessorManager, tmp_path: Path
 ) -> None:
-    from service.api.connection_schemas import HttpIngestConnectionCreate
+    from service.schemas.connections import HttpIngestConnectionCreate
 
     manager.connections.create(HttpIngestConnectionCreate(name="in1", type="HttpIngest"))
     spool = Spool(tmp_path)

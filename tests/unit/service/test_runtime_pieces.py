@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from pipeline_stages._engine.sources.http_ingest import (
+from pipeline_stages._connectors.sources.http_ingest import (
     HttpIngestStreamReader,
     decode_record,
     encode_record,
 )
-from service.manager_positions import START_FILE, pin_start_positions
-from service.runtime import Connection
-from service.runtime_locks import CheckpointBusy, CheckpointLock, process_start_ticks
+from service.manager.positions import START_FILE, pin_start_positions
+from service.runtime.engine import Connection
+from service.runtime.locks import CheckpointBusy, CheckpointLock, process_start_ticks
 from service.stores import Spool
 
 
@@ -163,7 +163,7 @@ class FakeSink:
 
 
 def test_a_failed_window_fold_stops_the_query_and_is_its_failure() -> None:
-    from service.runtime_spark import SparkQueryHandle
+    from service.runtime.spark_engine import SparkQueryHandle
 
     query, sink = FakeQuery(), FakeSink()
     handle = SparkQueryHandle(query, sink)
@@ -176,7 +176,7 @@ def test_a_failed_window_fold_stops_the_query_and_is_its_failure() -> None:
 
 
 def test_stopping_a_query_waits_for_its_sinks_last_write() -> None:
-    from service.runtime_spark import SparkQueryHandle
+    from service.runtime.spark_engine import SparkQueryHandle
 
     query, sink = FakeQuery(), FakeSink()
     SparkQueryHandle(query, sink).stop()

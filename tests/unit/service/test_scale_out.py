@@ -10,18 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from service.cluster import LocalCluster
-from service.config import Settings
-from service.main import create_app
-from service.runtime import Connection
-from service.spark_code import (
-    ExecutorEnvironmentError,
-    build_code_zip,
-    content_hash,
-    package_files,
-    translate_failure,
-)
-from service.spark_conf import (
+from service.config.settings import Settings
+from service.config.spark_conf import (
     conf_from_environ,
     env_name_for,
     environment_conf,
@@ -29,7 +19,17 @@ from service.spark_conf import (
     merged_conf,
     read_spark_defaults,
 )
-from service.storage import filesystem_type, storage_problems
+from service.main import create_app
+from service.runtime.cluster import LocalCluster
+from service.runtime.engine import Connection
+from service.runtime.shared_storage import filesystem_type, storage_problems
+from service.runtime.spark_code import (
+    ExecutorEnvironmentError,
+    build_code_zip,
+    content_hash,
+    package_files,
+    translate_failure,
+)
 from service.stores import open_stores
 from tests.unit.service.fake_engine import FakeEngine
 
@@ -273,7 +273,7 @@ def test_starting_a_processor_on_unshared_storage_is_a_409_with_problems(tmp_pat
 def test_the_code_zip_holds_both_packages_and_is_cached_by_content(tmp_path: Path) -> None:
     first = build_code_zip(tmp_path / "cache")
     names = set(zipfile.ZipFile(first).namelist())
-    assert {"pipeline_stages/__init__.py", "service/config.py"} <= names
+    assert {"pipeline_stages/__init__.py", "service/config/settings.py"} <= names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert first.name.startswith("sluice-code-")
     mtime = first.stat().st_mtime_ns
@@ -330,7 +330,7 @@ def test_cluster_down_and_status_without_a_cluster(tmp_path: Path) -> None:
 
 
 def test_cluster_up_validates_its_arguments(tmp_path: Path) -> None:
-    from service.cluster import ClusterError
+    from service.runtime.cluster import ClusterError
 
     with pytest.raises(ClusterError, match="at least 1"):
         LocalCluster(tmp_path).up(workers=0)
@@ -339,7 +339,7 @@ def test_cluster_up_validates_its_arguments(tmp_path: Path) -> None:
 def test_cluster_cli_reports_no_cluster(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from service.cli import app
+    from service.cli.app import app
 
     runner = CliRunner()
     result = runner.invoke(app, ["cluster", "status", "--data-dir", str(tmp_path), "--json"])

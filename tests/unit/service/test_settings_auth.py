@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.auth import ApiKeyChecker, accepted_keys, ensure_key_file, read_key_file
-from service.config import Settings
+from service.config.settings import Settings
 from service.errors import Unauthorized
 
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from pipeline_stages import parse_pipeline
+from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
 from pipeline_stages._engine.sink import BatchResult, Output
-from pipeline_stages._engine.sinks.merge_writer import MergeWriter
-from service.manager_stats import LiveStats
-from service.process import StdoutWriter, _LocalStore
-from service.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
+from service.cli.process import StdoutWriter, _LocalStore
+from service.manager.stats import LiveStats
+from service.manager.writers import DlqWriter, ProcessorWriter, SampleBuffer
+from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
 from service.stores import ConnectionRecord, ConnectionType, DlqQuery, Stores, open_stores
-from service.writers import DlqWriter, ProcessorWriter, SampleBuffer
 
 SOURCE = {"$source": {"connectionName": "sample_stream_solar"}}
 

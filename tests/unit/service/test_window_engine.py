@@ -1,4 +1,4 @@
-"""`service.window_engine`: a checkpoint keeps the window engine and the operator's bucket
+"""`service.runtime.window_pins`: a checkpoint keeps the window engine and the operator's bucket
 count it started with."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.window_engine import (
+from service.runtime.window_pins import (
     BUCKETS_FILE,
     PIN_FILE,
     WINDOW_STATE_DIR,

@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 
 from pipeline_stages._engine.sink import BatchResult, Output
-from service.manager_runs import summarize_error
-from service.manager_stats import LiveStats
-from service.metrics import ProcessorSample, render
-from service.stores import DlqQuery, Stores, open_stores
-from service.writers import (
+from service.api.metrics import ProcessorSample, render
+from service.manager.runs import summarize_error
+from service.manager.stats import LiveStats
+from service.manager.writers import (
     KIND_DLQ,
     KIND_OUT,
     DlqWriter,
@@ -23,6 +22,7 @@ from service.writers import (
     SampleBuffer,
     parse_cursor,
 )
+from service.stores import DlqQuery, Stores, open_stores
 
 
 @pytest.fixture

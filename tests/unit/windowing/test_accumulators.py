@@ -12,7 +12,7 @@ from bson import Int64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline_stages._mql.pyvalues import MISSING, MqlError, mql_type, to_datetime_ms, to_ejson
+from pipeline_stages._documents.values import MISSING, MqlError, mql_type, to_datetime_ms, to_ejson
 from pipeline_stages._windowing.accumulators import (
     accumulator_ops,
     make_accumulator,

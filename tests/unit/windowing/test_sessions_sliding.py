@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline_stages._windowing.assign import WindowGeometry
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.sessions import (
     SessionSpan,
     merge_session_spans,

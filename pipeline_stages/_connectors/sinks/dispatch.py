@@ -1,0 +1,132 @@
+"""From a sink plan to its writer, and the writer every runner chains after its own.
+
+`build_sink_writer` picks the writer for a plan; the runner supplies `SinkResources` (how
+to reach the embedded store and the registered connections: `service.runtime.sink_resources`).
+`SinkWriter.write` returns the DLQ records of documents it could not write, which the runner
+adds to the batch's DLQ records (so they are stored, sampled and counted like any other).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pipeline_stages._connectors.sinks.plans import (
+    CollectionEmitPlan,
+    FileEmitPlan,
+    KafkaEmitPlan,
+    MergePlan,
+)
+from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._stream.context import ConnectionInfo
+from pipeline_stages._stream.envelope import KIND_DLQ
+
+
+class SinkWriter(Protocol):
+    """Writes a micro-batch's outputs to the sink (idempotent per batch id)."""
+
+    def write(self, batch: BatchResult) -> list[dict[str, Any]]:
+        """Write the outputs; return DLQ records for the documents not written."""
+        ...
+
+
+class SinkResources(Protocol):
+    """What writers need from their runner (stores are opened lazily, inside a batch)."""
+
+    def connection(self, name: str) -> ConnectionInfo | None:
+        """A registered connection (secrets included), built-ins too."""
+        ...
+
+    def documents(self, connection: str) -> Any:
+        """The `DocumentStore` of `local` or of a `Cluster` connection."""
+        ...
+
+    def mongo_client(self, connection: str) -> Any:
+        """The pymongo client of a `Cluster` connection."""
+        ...
+
+
+def build_sink_writer(
+    plan: Any, resources: SinkResources, *, processor: str, run_tag: str
+) -> SinkWriter:
+    """The writer for a compiled sink plan.
+
+    Raises:
+        ValueError: For a plan of an unknown kind or a File connection without a directory.
+    """
+    if isinstance(plan, MergePlan):
+        from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
+
+        return MergeWriter(
+            plan,
+            open_store=_opener(resources.documents, plan.connection),
+            processor=processor,
+            embedded=plan.connection_type == "Local",
+        )
+    if isinstance(plan, FileEmitPlan):
+        from pipeline_stages._connectors.sinks.file_writer import FileEmitWriter
+
+        connection = resources.connection(plan.connection)
+        root = (connection.config if connection else {}).get("directory")
+        if not isinstance(root, str):
+            raise ValueError(f"File connection {plan.connection!r} has no directory")
+        return FileEmitWriter(plan, root=root, processor=processor, run_tag=run_tag)
+    if isinstance(plan, CollectionEmitPlan):
+        from pipeline_stages._connectors.sinks.collection_writer import CollectionEmitWriter
+
+        embedded = plan.connection_type == "Local"
+        return CollectionEmitWriter(
+            plan,
+            open_store=_opener(resources.documents, plan.connection),
+            open_client=None if embedded else _opener(resources.mongo_client, plan.connection),
+            processor=processor,
+            embedded=embedded,
+        )
+    if isinstance(plan, KafkaEmitPlan):
+        return _kafka_writer(plan, resources, processor)
+    raise ValueError(f"unknown sink plan {type(plan).__name__}")
+
+
+def _opener(open_: Callable[[str], Any], connection: str) -> Callable[[], Any]:
+    return lambda: open_(connection)
+
+
+class _KafkaAdapter:
+    """The Kafka connector's writer behind the `SinkWriter` contract (DLQ list returned)."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    def write(self, batch: BatchResult) -> list[dict[str, Any]]:
+        """Produce the batch; the connector returns its DLQ records."""
+        result = self._writer.write(batch)
+        return list(result) if isinstance(result, list | tuple) else []
+
+    def close(self) -> None:
+        """Flush and drop the producer."""
+        close = getattr(self._writer, "close", None)
+        if close is not None:
+            close()
+
+
+def _kafka_writer(plan: KafkaEmitPlan, resources: SinkResources, processor: str) -> SinkWriter:
+    from pipeline_stages._connectors.sinks import kafka  # the Kafka connector's module
+
+    connection = resources.connection(plan.connection)
+    return _KafkaAdapter(kafka.KafkaEmitWriter(dict(plan.options), connection, processor))
+
+
+def apply_sink(sink: SinkWriter | None, batch: BatchResult) -> None:
+    """Write the batch to `sink` and append its DLQ records to the batch (emission order)."""
+    if sink is None:
+        return
+    for record in sink.write(batch):
+        batch.order.append((KIND_DLQ, len(batch.dlq)))
+        batch.dlq.append(record)
+
+
+def close_sink(sink: SinkWriter | None) -> None:
+    """Release what a writer holds (the Kafka producer); writers without `close` hold nothing."""
+    close = getattr(sink, "close", None)
+    if close is not None:
+        close()

@@ -1,0 +1,249 @@
+"""The File source: a directory of JSON-lines files under a File connection's root.
+
+Files are read in name order (hidden files and `*.tmp` are skipped, so a writer that writes
+a temporary file and renames it, like the File sink, is never read half-way); new files are
+picked up as they appear, and a file may grow until a file with a later name exists. Name
+new files so they sort after the existing ones (the File sink's names do).
+
+Offsets are `{"file", "line", "seq", "ts"}`: every line up to `line` (a count) of `file`,
+and all of every earlier file, has been read; `seq` is the number of lines read in total,
+which is each record's `seq` (the arrival sequence); `ts` is the time the offset was
+planned, used as the source timestamp of the batch's records (so a replay stamps them the
+same). Offsets live in Spark's checkpoint, so a replayed micro-batch reads the same lines.
+A line ending without a newline counts only once a later file exists (it may still be
+being written). Blank lines are skipped (they keep their sequence number).
+
+`_stream_meta.source` is `{type: "file", path: <file, relative to the root>, line: <1-based>}`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from pipeline_stages._connectors.sources.raw_source import RawRecordSource
+from pipeline_stages._stream.json_text import prefer_double
+
+FORMAT = "sluice_file"
+SOURCE_TYPE = "file"
+DEFAULT_MAX_PER_BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class FilePosition:
+    """An offset of the File source (see the module docstring)."""
+
+    file: str = ""
+    line: int = 0
+    seq: int = 0
+    ts: int = 0
+
+    @classmethod
+    def parse(cls, offset: dict[str, Any]) -> FilePosition:
+        """The position of an offset dict as stored in the checkpoint."""
+        return cls(
+            str(offset.get("file", "")),
+            int(offset.get("line", 0)),
+            int(offset.get("seq", 0)),
+            int(offset.get("ts", 0)),
+        )
+
+    def to_offset(self) -> dict[str, Any]:
+        """The JSON-able offset."""
+        return asdict(self)
+
+
+def listed(directory: str) -> list[str]:
+    """The readable file names of a directory, in name order."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(
+        n
+        for n in names
+        if not n.startswith(".")
+        and not n.endswith(".tmp")
+        and os.path.isfile(os.path.join(directory, n))
+    )
+
+
+def complete_lines(data: bytes, *, final: bool) -> int:
+    """Lines of `data` that can be read: a last line without newline only when `final`."""
+    count = data.count(b"\n")
+    return count + 1 if final and data and not data.endswith(b"\n") else count
+
+
+def advance(
+    start: FilePosition, files: Sequence[tuple[str, int]], max_rows: int | None, now_ms: int
+) -> FilePosition:
+    """The end offset of the next batch: up to `max_rows` lines after `start`.
+
+    `files` are `(name, readable lines)` in name order; names before `start.file` are done.
+    """
+    file, line, seq = start.file, start.line, start.seq
+    remaining = max_rows if max_rows is not None else float("inf")
+    for name, count in files:
+        if name < file or remaining <= 0:
+            continue
+        already = line if name == file else 0
+        take = int(min(count - already, remaining))
+        if take > 0:
+            file, line, seq = name, already + take, seq + take
+            remaining -= take
+    if seq == start.seq:
+        return start
+    return FilePosition(file, line, seq, now_ms)
+
+
+def line_ranges(
+    start: FilePosition, end: FilePosition, names: Sequence[str]
+) -> list[tuple[str, int, int]]:
+    """`(name, first line index, end line index)` to read between two offsets."""
+    ranges: list[tuple[str, int, int]] = []
+    for name in names:
+        if name < start.file or name > end.file:
+            continue
+        first = start.line if name == start.file else 0
+        last = end.line if name == end.file else None
+        ranges.append((name, first, -1 if last is None else last))
+    return ranges
+
+
+class _Range(InputPartition):
+    def __init__(self, start: dict[str, Any], end: dict[str, Any]) -> None:
+        self.start = start
+        self.end = end
+
+
+class FileStreamReader(DataSourceStreamReader):
+    """See the module docstring."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        # Spark lower-cases option keys.
+        self.directory = options["directory"]
+        self.relative = options.get("relative", "")
+        self.max_per_batch = max(1, int(options.get("maxrecordsperbatch", DEFAULT_MAX_PER_BATCH)))
+        self._counts: dict[str, tuple[int, int, int, bool]] = {}
+
+    def _readable(self, after: str) -> list[tuple[str, int]]:
+        """`(name, readable lines)` of the files from `after` on (line counts cached)."""
+        names = [n for n in listed(self.directory) if n >= after]
+        out: list[tuple[str, int]] = []
+        for i, name in enumerate(names):
+            final = i + 1 < len(names)
+            stat = os.stat(os.path.join(self.directory, name))
+            cached = self._counts.get(name)
+            if (
+                cached is None
+                or cached[:2] != (stat.st_size, stat.st_mtime_ns)
+                or cached[3] != final
+            ):
+                with open(os.path.join(self.directory, name), "rb") as fh:
+                    count = complete_lines(fh.read(), final=final)
+                cached = (stat.st_size, stat.st_mtime_ns, count, final)
+                self._counts[name] = cached
+            out.append((name, cached[2]))
+        return out
+
+    def initialOffset(self) -> dict[str, Any]:
+        """Before the first line of the first file."""
+        return FilePosition().to_offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """Bound a catch-up batch."""
+        return ReadMaxRows(self.max_per_batch)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """Up to the read limit's lines after `start`."""
+        position = FilePosition.parse(start)
+        max_rows = None if isinstance(limit, ReadAllAvailable) else self.max_per_batch
+        if isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        now = int(time.time() * 1000)
+        return advance(position, self._readable(position.file), max_rows, now).to_offset()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        """One partition per micro-batch range."""
+        return [] if start == end else [_Range(start, end)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        """Yield the range's lines with their global sequence numbers."""
+        if not isinstance(partition, _Range):
+            raise TypeError(f"unexpected partition {partition!r}")
+        start, end = FilePosition.parse(partition.start), FilePosition.parse(partition.end)
+        seq = start.seq
+        for name, first, last in line_ranges(start, end, listed(self.directory)):
+            with open(os.path.join(self.directory, name), "rb") as fh:
+                lines = fh.read().split(b"\n")
+            stop = last if last >= 0 else _complete(lines)
+            for number in range(first, min(stop, len(lines))):
+                seq += 1
+                text = lines[number].decode("utf-8", errors="replace")
+                if not text.strip():
+                    continue
+                path = os.path.join(self.relative, name) if self.relative else name
+                meta = json.dumps({"type": SOURCE_TYPE, "path": path, "line": number + 1})
+                yield (0, seq, prefer_double(text), end.ts, meta)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: files are never deleted by Sluice."""
+
+
+def _complete(lines: list[bytes]) -> int:
+    """Lines of a file that is fully read (every file before the batch's last one)."""
+    return len(lines) - 1 if lines and lines[-1] == b"" else len(lines)
+
+
+def read_file_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | None:
+    """The stream of `$source` on a File connection, or None (problem recorded)."""
+    from pipeline_stages._base import ProblemCode, join_path
+    from pipeline_stages._connectors.file_paths import PathEscapes, resolve_under
+
+    root = connection.config.get("directory")
+    relative = spec.path or "."
+    path = join_path(body, "path")
+    if not isinstance(root, str):
+        ctx.problems.error(
+            join_path(body, "connectionName"),
+            ProblemCode.INVALID_VALUE,
+            f"File connection {connection.name!r} has no directory",
+        )
+        return None
+    try:
+        directory = resolve_under(root, relative)
+    except PathEscapes as error:
+        ctx.problems.error(path, ProblemCode.INVALID_VALUE, str(error))
+        return None
+    if os.path.isfile(directory):
+        ctx.problems.error(
+            path, ProblemCode.INVALID_VALUE, f"path {relative!r} is a file; name its directory"
+        )
+        return None
+    return (
+        ctx.spark.readStream.format(FORMAT)
+        .option("directory", directory)
+        .option("relative", "" if relative == "." else relative)
+        .option("maxRecordsPerBatch", str(_batch_limit(spec)))
+        .load()
+    )
+
+
+def _batch_limit(spec: Any) -> int:
+    """`config.maxOffsetsPerTrigger` (lines per micro-batch), or the default."""
+    return int(getattr(spec.config, "max_offsets_per_trigger", None) or DEFAULT_MAX_PER_BATCH)
+
+
+class FileDataSource(RawRecordSource):
+    """Options: `directory` (absolute, already checked to be under the root), `relative`
+    (the path as the pipeline wrote it, for metadata), `maxRecordsPerBatch`."""
+
+    format_name = FORMAT
+    reader = FileStreamReader

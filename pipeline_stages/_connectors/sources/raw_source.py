@@ -1,0 +1,41 @@
+"""The one shape of Sluice's Spark data sources: a format name, `RAW_SCHEMA`, a stream reader.
+
+Each source module defines its stream reader (offsets, partitions, `read`) and declares the
+data source as a subclass naming its format and reader class; what Spark needs around that is
+the same for every source and lives here.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from pipeline_stages._connectors.sources import RAW_SCHEMA
+
+
+class RawRecordSource(DataSource):
+    """A streaming source of raw records (`RAW_SCHEMA`); options go to the reader as given.
+
+    Attributes:
+        format_name: The name given to `spark.readStream.format(...)`.
+        reader: The stream reader class, constructed from the options (Spark lower-cases
+            option keys).
+    """
+
+    format_name: ClassVar[str]
+    reader: ClassVar[type[DataSourceStreamReader]]
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name Spark knows this source by."""
+        return cls.format_name
+
+    def schema(self) -> str:
+        """The common raw-record schema of all Sluice sources."""
+        return RAW_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
+        """A new reader for one query (Spark builds one per query start)."""
+        return type(self).reader(dict(self.options))  # type: ignore[call-arg]

@@ -1,0 +1,1 @@
+"""MQL query filters (`$match`, `$validate`, `$jsonSchema`) compiled to native Spark predicates."""

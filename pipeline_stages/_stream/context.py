@@ -1,0 +1,82 @@
+"""What a stage's `compile` needs besides its spec: the session, the processor, connections."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from pipeline_stages._base import ProblemCollector
+from pipeline_stages._stream.frame import StreamFrame
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    """A registered connection as the compiler sees it (secrets included: never log this)."""
+
+    name: str
+    type: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: Connections every Sluice installation has.
+BUILTIN_CONNECTIONS: dict[str, ConnectionInfo] = {
+    "sample_stream_solar": ConnectionInfo("sample_stream_solar", "Sample"),
+    "local": ConnectionInfo("local", "Local"),
+}
+
+
+@dataclass
+class CompileContext:
+    """Shared by the stages of one pipeline while it is compiled."""
+
+    spark: SparkSession
+    processor_name: str
+    problems: ProblemCollector
+    has_dlq: bool = False
+    connections: Mapping[str, ConnectionInfo] = field(default_factory=dict)
+    #: Overrides of the `documents` source batch size (`sluice process --batch-size`).
+    batch_size: int | None = None
+    #: Where file-backed sources and spools live.
+    data_dir: str = ".sluice"
+    #: Test hook: the wall-clock base (ms) the documents source stamps documents with.
+    base_time_ms: int | None = None
+    #: Set while compiling stages that precede a window stage: filtered documents must then
+    #: stay in the stream as ticks so they still advance the watermark.
+    window_ahead: bool = False
+    #: The window engine of the checkpoint being run (`service.runtime.window_pins`); None: the
+    #: Spark conf `spark.sluice.window.engine` decides.
+    window_engine: str | None = None
+    #: The window operator's bucket count of the checkpoint being run (`service.runtime.window_pins`);
+    #: None: the Spark conf `spark.sluice.window.buckets` decides.
+    window_buckets: int | None = None
+
+    def connection(self, name: str) -> ConnectionInfo | None:
+        """Look a connection up, built-ins included."""
+        return self.connections.get(name) or BUILTIN_CONNECTIONS.get(name)
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    """The compiled `$source`: the frame and, for finite sources, how many records it has."""
+
+    frame: StreamFrame
+    finite_total: int | None = None
+    source_type: str = "generated"
+    #: Partition count of a partitioned source (Kafka, one topic), for per-partition
+    #: watermarks (§4.6); None when unknown or unpartitioned (see `plan._window_source`).
+    partitions: int | None = None
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """The compiled window stage: envelopes (results, late DLQ records, stats)."""
+
+    envelopes: DataFrame
+    #: True when windows can close without new input (idleTimeout, processing time).
+    closes_on_clock: bool = False
+    #: True when the operator must be able to run in micro-batches without input (a wall-clock
+    #: rule, partition idleness included: `OperatorSpec.runs_when_idle`).
+    runs_when_idle: bool = False

@@ -1,0 +1,136 @@
+"""Spark compilation shared by the stateless document stages (`$addFields`, `$project`, …).
+
+Each helper turns a stage body into a new document `Expr` evaluated against the incoming
+document; the stage module then applies it to the frame with the Atlas operator name, so an
+evaluation error fails only that document (atlas-semantics.md §3.3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column
+
+from pipeline_stages._base import ProblemCollector, join_path
+from pipeline_stages._mql.expressions import compile_expression
+from pipeline_stages._mql.ops.common import first_error
+from pipeline_stages._mql.ops.paths import remove_field, set_field
+from pipeline_stages._mql.scope import Expr, Scope
+from pipeline_stages._stream.frame import StreamFrame
+
+
+def is_operator_object(value: Any) -> bool:
+    """True for `{$op: ...}` (an expression), false for a nested field specification."""
+    return isinstance(value, dict) and bool(value) and next(iter(value)).startswith("$")
+
+
+def flatten_fields(
+    fields: dict[str, Any], prefix: str = ""
+) -> list[tuple[str, Any, tuple[str, ...]]]:
+    """`{a: {b: <expr>}}` → `[("a.b", <expr>, ("a", "b"))]`: nested specs become dotted paths."""
+    flat: list[tuple[str, Any, tuple[str, ...]]] = []
+    for name, value in fields.items():
+        dotted = f"{prefix}{name}"
+        if isinstance(value, dict) and value and not is_operator_object(value):
+            for sub, expr, tokens in flatten_fields(value, dotted + "."):
+                flat.append((sub, expr, (name, *tokens)))
+        else:
+            flat.append((dotted, value, (name,)))
+    return flat
+
+
+def add_fields(
+    fields: dict[str, Any], scope: Scope, doc: Column, path: str, problems: ProblemCollector
+) -> Expr:
+    """The document with every field set to its expression, all evaluated on the input."""
+    errors: list[Column | None] = []
+    for dotted, raw, tokens in flatten_fields(fields):
+        value = compile_expression(raw, scope, join_path(path, *tokens), problems)
+        errors.append(value.error)
+        # Each step references the document and the value several times: binding both keeps
+        # the plan linear in the number of fields (inlined, six fields overflowed codegen).
+        field_value = Expr(value=scope.bind(value.value))
+        doc = scope.bind(set_field(doc, dotted, field_value).value)
+    return Expr(value=doc, error=first_error(*errors))
+
+
+def compile_add_fields(
+    fields: dict[str, Any], frame: StreamFrame, ctx: Any, body_path: str, *, operator: str
+) -> StreamFrame:
+    """Compile and apply an `$addFields`/`$set` body (the two stages differ only by name)."""
+    return apply_document(
+        frame,
+        lambda scope: add_fields(fields, scope, scope.current, body_path, ctx.problems),
+        operator=operator,
+    )
+
+
+def unset_fields(doc: Column, dotted_paths: list[str]) -> Column:
+    """The document without the given (dotted) fields."""
+    for dotted in dotted_paths:
+        doc = remove_field(doc, dotted)
+    return doc
+
+
+def apply_document(frame: StreamFrame, build: Any, *, operator: str) -> StreamFrame:
+    """Compile `build(scope)` to a new document and apply it to the frame's healthy rows."""
+    scope = frame.scope()
+    result: Expr = build(scope)
+    prepared = frame.prepared(scope)
+    return prepared.with_doc(result, operator=operator).finished(scope)
+
+
+def replace_root(new_root: Any, scope: Scope, path: str, problems: ProblemCollector) -> Expr:
+    """`newRoot` evaluated; a result that is not an object is MongoDB's per-document error."""
+    from pyspark.sql import functions as F
+
+    from pipeline_stages._mql import values as V
+
+    result = compile_expression(new_root, scope, path, problems)
+    value = scope.bind(result.value)
+    kind = scope.bind(V.kind_of(value))
+    not_object = F.concat(
+        F.lit("'newRoot' expression must evaluate to an object, but resulting value was: "),
+        F.coalesce(F.to_json(value), F.lit("MISSING")),
+        F.lit(". Type of resulting value: '"),
+        kind,
+        F.lit("'."),
+    )
+    error = F.when(kind != "object", not_object)
+    return Expr(value=value, error=first_error(result.error, error))
+
+
+def project_document(
+    fields: dict[str, Any],
+    *,
+    exclusion: bool,
+    scope: Scope,
+    path: str,
+    problems: ProblemCollector,
+) -> Expr:
+    """`$project`: an exclusion removes fields; an inclusion builds a new document.
+
+    In an inclusion projection `_id` is kept unless excluded; included paths copy the
+    document's value (missing values stay missing) and computed fields are evaluated on the
+    input document.
+    """
+    from pipeline_stages._mql.ops.paths import empty_object
+    from pipeline_stages.project import classify
+
+    flat = flatten_fields(fields)
+    if exclusion:
+        removed = [dotted for dotted, raw, _ in flat if classify(raw) == "exclude"]
+        return Expr(value=unset_fields(scope.current, removed))
+    doc: Column = empty_object()
+    errors: list[Column | None] = []
+    if not any(dotted == "_id" for dotted, _, _ in flat):
+        flat = [("_id", 1, ("_id",)), *flat]
+    for dotted, raw, tokens in flat:
+        kind = classify(raw)
+        if kind == "exclude":
+            continue
+        source = f"${dotted}" if kind == "include" else raw
+        value = compile_expression(source, scope, join_path(path, *tokens), problems)
+        errors.append(value.error)
+        doc = scope.bind(set_field(doc, dotted, Expr(value=scope.bind(value.value))).value)
+    return Expr(value=doc, error=first_error(*errors))

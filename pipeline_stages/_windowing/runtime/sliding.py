@@ -1,0 +1,207 @@
+"""Sluice's `$slidingWindow` (Kafka Streams KIP-450) inside the operator.
+
+Windows `[start, start + timeDifference]` (both ends inclusive) are defined by the records of a
+partition (`_windowing.sliding`): each record's left window, plus right windows that hold a
+later record. Documents are decided one at a time in arrival order against the watermark `W`
+before them: a record is late for every already emitted window containing it and for its own
+left window when that has closed (DLQ with `missedWindowStartTimes`); it is dropped when every
+window that could hold it has closed. A window closes when `W - grace >= end`.
+
+State is bounded: records older than any window a future record could create
+(`W - grace - 2 * timeDifference`) are dropped. Emitted window starts, which only a *fully
+late* record's `missedWindowStartTimes` still needs, are remembered for `EMITTED_RETENTION_MS`
+of event time (at least that horizon); a record later than that lists only those.
+
+Sluice extension: with `idleTimeout`, an idle source closes windows by the fixed windows' rule
+(§4.5) and later records are judged against the closed windows' end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pipeline_stages._documents.values import MISSING
+from pipeline_stages._windowing.runtime import config as C
+from pipeline_stages._windowing.runtime.clock import Clock
+from pipeline_stages._windowing.runtime.emit import Emitter, Segment
+from pipeline_stages._windowing.runtime.inner import InnerRuntime
+from pipeline_stages._windowing.runtime.keyed import (
+    LateOnce,
+    Member,
+    close_position,
+    decode_rows,
+    emit_members,
+)
+from pipeline_stages._windowing.sliding import SlidingGeometry
+
+#: How long emitted window starts are remembered for late records' `missedWindowStartTimes`.
+EMITTED_RETENTION_MS = 60_000
+
+
+@dataclass
+class SlidingPartition:
+    """One partition's records (sorted by time, then arrival) and windows."""
+
+    partition: Any
+    text: str
+    records: list[tuple[int, int, Member]] = field(default_factory=list)
+    open_starts: set[int] = field(default_factory=set)
+    emitted_starts: set[int] = field(default_factory=set)
+
+    def times(self) -> list[int]:
+        """Record times, sorted."""
+        return [t for t, _, _ in self.records]
+
+
+@dataclass
+class SlidingState:
+    """Partitions by normalised key, a heap of open window starts, and the idle-close floor
+    (a window end)."""
+
+    partitions: dict[Any, SlidingPartition] = field(default_factory=dict)
+    heap: list[tuple[int, Any]] = field(default_factory=list)
+    floor: int | None = None
+
+
+class SlidingWindows:
+    """The sliding-window core; see the module docstring."""
+
+    def __init__(
+        self, spec: C.OperatorSpec, state: SlidingState, clock: Clock, out: Emitter
+    ) -> None:
+        if not isinstance(spec.geometry, C.SlidingGeometry):
+            raise TypeError("sliding windows need a SlidingGeometry")
+        self.grace = spec.allowed_lateness_ms
+        self.g = SlidingGeometry(spec.geometry.time_difference_ms, self.grace)
+        self.spec, self.state, self.clock, self.out = spec, state, clock, out
+        self.inner = InnerRuntime(spec, out)
+
+    def effective(self, watermark: int) -> int:
+        """The watermark, raised by an idle close to make closed windows stay closed."""
+        floor = self.state.floor
+        return watermark if floor is None else max(watermark, floor + self.grace)
+
+    def segment(
+        self, seg: Segment, before: npt.NDArray[np.int64], after: npt.NDArray[np.int64]
+    ) -> None:
+        """Process one segment with input, record by record."""
+        seg.emit_failed_before(self.out)
+        closing = after - self.grace - self.g.time_difference_ms
+        rows = np.flatnonzero(np.isin(seg.flag, C.ENTERED))
+        if len(rows):
+            decoded = decode_rows(seg, rows, self.inner, self.clock.next_order)
+            self.clock.next_order += len(rows)
+            late = LateOnce(seg, self.out, self.spec)
+            for i, r in enumerate(rows.tolist()):
+                watermark = self.effective(int(before[seg.pos[r]]))
+                norm = decoded.norms[i]
+                part = self.state.partitions.get(norm)
+                if part is None:
+                    part = SlidingPartition(decoded.values[i], decoded.texts[i])
+                    self.state.partitions[norm] = part
+                # Windows the watermark before this record passed close first, all of them
+                # in one order, so emissions do not depend on the batch size.
+                self.close_due(watermark, seg, closing)
+                self._place(part, norm, decoded.members[i], r, watermark, late)
+        self.close_due(self.effective(self.clock.combined), seg, closing)
+        self._prune()
+
+    def _place(
+        self,
+        part: SlidingPartition,
+        norm: Any,
+        member: Member,
+        r: int,
+        watermark: int,
+        late: LateOnce,
+    ) -> None:
+        g, t = self.g, member.t
+        missed = {s for s in part.emitted_starts if g.contains(s, t)}
+        if g.left_window_closed(t, watermark):
+            missed.add(g.left_start(t))
+        if missed:
+            late(r, sorted(missed))
+        if g.fully_late(t, watermark):
+            return
+        created = g.new_window_starts(part.times(), t) - part.open_starts - part.emitted_starts
+        for start in created:
+            if not g.closes(start, watermark):
+                part.open_starts.add(start)
+                heapq.heappush(self.state.heap, (start, norm))
+        bisect.insort(part.records, (t, member.order, member), key=lambda rec: rec[:2])
+
+    def close_due(self, watermark: int, seg: Segment | None = None, closing: Any = ()) -> None:
+        """Close every window with `W - grace >= end`, in (start, partition) order."""
+        heap = self.state.heap
+        while heap and self.g.closes(heap[0][0], watermark):
+            start, norm = heapq.heappop(heap)
+            part = self.state.partitions.get(norm)
+            if part is not None and start in part.open_starts:
+                self._emit(part, start, seg, closing)
+
+    def _emit(self, part: SlidingPartition, start: int, seg: Segment | None, closing: Any) -> None:
+        part.open_starts.discard(start)
+        part.emitted_starts.add(start)
+        lo, hi = self.g.records_in(part.times(), start)
+        end = self.g.end_of(start)
+        fallback = (self.clock.last_seq, self.clock.last_part)
+        emit_members(
+            self.inner,
+            self.out,
+            [member for _, _, member in part.records[lo:hi]],
+            start=start,
+            end=end,
+            partition=part.partition if self.spec.partitioned else MISSING,
+            partition_text=part.text,
+            position=close_position(seg, closing, start, fallback),
+        )
+
+    def _prune(self) -> None:
+        horizon = self.effective(self.clock.combined) - self.grace - 2 * self.g.time_difference_ms
+        remembered = min(horizon, self.effective(self.clock.combined) - EMITTED_RETENTION_MS)
+        for norm, part in list(self.state.partitions.items()):
+            keep_from = min([horizon - 2, *part.open_starts])
+            cut = bisect.bisect_left(part.records, keep_from, key=lambda rec: rec[0])
+            del part.records[:cut]
+            part.emitted_starts = {s for s in part.emitted_starts if s > remembered - 2}
+            if not part.records and not part.open_starts and not part.emitted_starts:
+                del self.state.partitions[norm]
+
+    def on_rise(self, watermark: int) -> None:
+        """The watermark rose outside a document (partition idleness)."""
+        self.close_due(self.effective(watermark))
+
+    def idle(self) -> None:
+        """Sluice extension: idleTimeout closes windows as §4.5 closes fixed windows."""
+        clock = self.clock
+        limit = clock.idle_close_now(
+            self.spec.idle_timeout_ms, self.open_ends(), self.effective(clock.combined) - self.grace
+        )
+        if limit is not None:
+            self.state.floor = max(self.state.floor or limit, limit)
+            self.close_due(self.effective(clock.combined))
+
+    def idle_wake_ms(self) -> int | None:
+        """When `idle()` first closes a window if no input comes (None: not before input)."""
+        return self.clock.idle_wake_ms(
+            self.spec.idle_timeout_ms,
+            self.open_ends(),
+            self.effective(self.clock.combined) - self.grace,
+        )
+
+    def open_ends(self) -> list[int]:
+        """Ends of the open windows (the operator's wake-up arithmetic reads them)."""
+        return [self.g.end_of(s) for p in self.state.partitions.values() for s in p.open_starts]
+
+    def processing_time_tick(self, now: int) -> None:
+        """Sliding windows are event-time only; nothing closes by the clock."""
+
+    def open_starts(self) -> list[int]:
+        """Starts of the open windows."""
+        return sorted(s for p in self.state.partitions.values() for s in p.open_starts)

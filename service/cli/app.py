@@ -1,0 +1,199 @@
+"""The `sluice` command line (typer + rich).
+
+* `sluice serve`: run the service (REST API, processors on Spark);
+* `sluice demo`: the service on embedded defaults with a processor on the sample stream;
+* `sluice processors|dlq|connections ...` and `sluice ingest`: talk to a running service;
+* `sluice process`: run one pipeline ephemerally, no service (Atlas's `sp.process`);
+* `sluice cluster up|down|status`: a local Spark standalone cluster to run the service on.
+
+Client commands find the service from `--url` / `--api-key` / `--config`, the variables
+`SLUICE_URL` / `SLUICE_API_KEY` / `SLUICE_CONFIG`, a config file, or the key a local service
+generated in its data directory (see `service.cli.client.resolve_target`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from service.cli.cluster import cluster_app
+from service.cli.output import CliState, JsonOption, api_call, print_json, state_of, wants_json
+from service.cli.processors import processors_app
+from service.cli.resources import connections_app, dlq_app
+
+app = typer.Typer(
+    name="sluice",
+    help="Sluice: Atlas-style stream processing on Apache Spark.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(processors_app, name="processors")
+app.add_typer(dlq_app, name="dlq")
+app.add_typer(connections_app, name="connections")
+app.add_typer(cluster_app, name="cluster")
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    url: Annotated[str | None, typer.Option("--url", help="Service URL (or SLUICE_URL).")] = None,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", help="API key (or SLUICE_API_KEY).")
+    ] = None,
+    config: Annotated[
+        str | None, typer.Option("--config", help="Config file (TOML: url, api_key, data_dir).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Sluice: Atlas-style stream processing on Apache Spark."""
+    state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+    state.url = url or state.url
+    state.api_key = api_key or state.api_key
+    state.config = config or state.config
+    state.json = as_json or state.json
+    ctx.obj = state
+
+
+def _read_document(source: str) -> object:
+    text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+@app.command()
+def process(
+    pipeline_file: Annotated[str, typer.Argument(help="Pipeline JSON file, or - for stdin.")],
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", min=1, help="Documents per micro-batch (documents source)."),
+    ] = None,
+    max_seconds: Annotated[
+        float, typer.Option("--max-seconds", help="Stop after this long (Atlas: 10 minutes).")
+    ] = 600.0,
+) -> None:
+    """Run a pipeline ephemerally on a local SparkSession, like Atlas's sp.process.
+
+    Spark settings come from SLUICE_SPARK_CONF_FILE, SLUICE_SPARK_CONF and
+    SLUICE_SPARK_CONF_<key> variables, as for `sluice serve`."""
+    from service.cli.process import EXIT_INVALID, run_process
+
+    try:
+        document = _read_document(pipeline_file)
+    except (OSError, json.JSONDecodeError) as error:
+        problem = {"code": "invalid_json", "path": "", "message": str(error)}
+        sys.stderr.write(json.dumps({"problems": [problem]}) + "\n")
+        raise typer.Exit(EXIT_INVALID) from None
+    code = run_process(
+        document,
+        out=sys.stdout,
+        err=sys.stderr,
+        batch_size=batch_size,
+        max_seconds=max_seconds,
+    )
+    raise typer.Exit(code)
+
+
+@app.command()
+def demo(
+    seconds: Annotated[float, typer.Option("--seconds", help="How long to run the demo.")] = 60.0,
+    data_dir: Annotated[
+        str | None, typer.Option("--data-dir", help="Keep the demo's data here (default: temp).")
+    ] = None,
+) -> None:
+    """Run the service on embedded defaults with a processor on the sample solar stream.
+
+    Output documents and DLQ records are printed as they arrive, one JSON object per line.
+    """
+    from service.cli.demo import run_demo
+
+    raise typer.Exit(run_demo(seconds=seconds, out=sys.stdout, err=sys.stderr, data_dir=data_dir))
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (SLUICE_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (SLUICE_PORT).")] = None,
+    data_dir: Annotated[str | None, typer.Option("--data-dir", help="SLUICE_DATA_DIR.")] = None,
+    store_url: Annotated[str | None, typer.Option("--store-url", help="SLUICE_STORE_URL.")] = None,
+    spark_master: Annotated[
+        str | None, typer.Option("--spark-master", help="SLUICE_SPARK_MASTER.")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
+) -> None:
+    """Run the Sluice service (REST API on /api/v1, OpenAPI on /docs) until SIGTERM/SIGINT."""
+    import logging
+
+    import uvicorn
+    from pydantic import ValidationError
+
+    from service.config.settings import Settings
+    from service.main import create_app
+
+    overrides = {
+        key: value
+        for key, value in {
+            "host": host,
+            "port": port,
+            "data_dir": data_dir,
+            "store_url": store_url,
+            "spark_master": spark_master,
+        }.items()
+        if value is not None
+    }
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+        app_ = create_app(settings)
+    except (ValidationError, ValueError) as error:
+        sys.stderr.write(f"sluice serve: invalid settings: {error}\n")
+        raise typer.Exit(2) from None
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    key_note = (
+        "API keys from SLUICE_API_KEYS"
+        if settings.api_keys
+        else f"API key in {settings.data_dir / 'api_key'}"
+    )
+    sys.stderr.write(
+        f"sluice serve: http://{settings.host}:{settings.port} (data {settings.data_dir}; {key_note})\n"
+    )
+    uvicorn.run(
+        app_,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=30,
+    )
+
+
+@app.command()
+def ingest(
+    ctx: typer.Context,
+    connection: Annotated[str, typer.Argument(help="An HttpIngest connection.")],
+    source: Annotated[str, typer.Argument(help="NDJSON or JSON-array file, or - for stdin.")],
+    chunk_bytes: Annotated[
+        int, typer.Option("--chunk-bytes", min=1024, help="Bytes per request.")
+    ] = 4 * 1024 * 1024,
+    as_json: JsonOption = False,
+) -> None:
+    """Post records to an HttpIngest connection (durable once acknowledged)."""
+    from service.cli.ingest import send_file
+
+    state = state_of(ctx)
+    with api_call(state) as client:
+        totals = send_file(client, connection, source, chunk_bytes=chunk_bytes, state=state)
+    if wants_json(ctx, as_json):
+        print_json(state, totals)
+    else:
+        state.stdout.print(
+            f"accepted {totals['accepted']} record(s), {totals['invalid']} not JSON objects "
+            "(those go to the DLQ of every processor reading the connection)",
+            markup=False,
+        )
+
+
+if __name__ == "__main__":
+    app()

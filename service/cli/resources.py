@@ -1,0 +1,209 @@
+"""`sluice dlq ...` and `sluice connections ...`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from service.cli.output import (
+    JsonOption,
+    api_call,
+    print_json,
+    state_of,
+    table,
+    usage_error,
+    wants_json,
+)
+
+dlq_app = typer.Typer(
+    help="Inspect and purge a processor's dead-letter queue.", no_args_is_help=True
+)
+connections_app = typer.Typer(help="Manage the connection registry.", no_args_is_help=True)
+
+Name = Annotated[str, typer.Argument(help="Processor name.")]
+
+
+# --------------------------------------------------------------------------- dlq
+
+Reason = Annotated[str | None, typer.Option(help="errInfo.reason (exact).")]
+Operator = Annotated[str | None, typer.Option("--operator", help="operatorName (exact).")]
+Since = Annotated[str | None, typer.Option("--from", help="dlqTime >= this ISO date.")]
+Until = Annotated[str | None, typer.Option("--to", help="dlqTime < this ISO date.")]
+Mql = Annotated[str | None, typer.Option("--filter", help="MQL filter (JSON).")]
+
+
+def _filters(
+    reason: str | None, operator: str | None, since: str | None, until: str | None, mql: str | None
+) -> dict[str, Any]:
+    return {"reason": reason, "operatorName": operator, "from": since, "to": until, "filter": mql}
+
+
+@dlq_app.command("list")
+def dlq_list(
+    ctx: typer.Context,
+    name: Name,
+    reason: Reason = None,
+    operator: Operator = None,
+    since: Since = None,
+    until: Until = None,
+    mql: Mql = None,
+    limit: Annotated[int, typer.Option(min=0, max=1000)] = 20,
+    skip: Annotated[int, typer.Option(min=0)] = 0,
+    newest_first: Annotated[bool, typer.Option("--newest-first")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """List a processor's DLQ documents by dlqTime."""
+    filters = _filters(reason, operator, since, until, mql)
+    sort = "desc" if newest_first else "asc"
+    with api_call(state_of(ctx)) as client:
+        body = client.dlq(name, **filters, limit=limit, skip=skip, sort=sort)
+    if wants_json(ctx, as_json):
+        print_json(state_of(ctx), body)
+        return
+    rows = [
+        [
+            (doc.get("dlqTime") or {}).get("$date", ""),
+            doc.get("operatorName", ""),
+            (doc.get("errInfo") or {}).get("reason", ""),
+            json.dumps(doc.get("doc"))[:60],
+        ]
+        for doc in body["results"]
+    ]
+    table(state_of(ctx), ("DLQ TIME", "OPERATOR", "REASON", "DOC"), rows)
+    state_of(ctx).stdout.print(f"{len(rows)} of {body['totalCount']}", markup=False)
+
+
+@dlq_app.command("count")
+def dlq_count(
+    ctx: typer.Context,
+    name: Name,
+    reason: Reason = None,
+    operator: Operator = None,
+    since: Since = None,
+    until: Until = None,
+    mql: Mql = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Count a processor's DLQ documents."""
+    with api_call(state_of(ctx)) as client:
+        body = client.dlq(name, **_filters(reason, operator, since, until, mql), limit=0)
+    if wants_json(ctx, as_json):
+        print_json(state_of(ctx), {"count": body["totalCount"]})
+    else:
+        state_of(ctx).stdout.print(str(body["totalCount"]), markup=False)
+
+
+@dlq_app.command("purge")
+def dlq_purge(
+    ctx: typer.Context,
+    name: Name,
+    reason: Reason = None,
+    operator: Operator = None,
+    since: Since = None,
+    until: Until = None,
+    mql: Mql = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete a processor's DLQ documents (those matching the filters, or all)."""
+    if not yes and not typer.confirm(f"Delete DLQ documents of {name}?"):
+        raise typer.Exit(1)
+    with api_call(state_of(ctx)) as client:
+        body = client.purge_dlq(name, **_filters(reason, operator, since, until, mql))
+    if wants_json(ctx, as_json):
+        print_json(state_of(ctx), body)
+    else:
+        state_of(ctx).stdout.print(f"deleted {body['deletedCount']}", markup=False)
+
+
+# --------------------------------------------------------------------------- connections
+
+
+def _key_values(ctx: typer.Context, pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            usage_error(state_of(ctx), f"--config takes KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+@connections_app.command("create")
+def connection_create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Connection name.")],
+    kind: Annotated[
+        str, typer.Option("--type", help="Kafka, Cluster, HttpIngest, Sample or File.")
+    ],
+    bootstrap_servers: Annotated[str | None, typer.Option("--bootstrap-servers")] = None,
+    security_protocol: Annotated[str | None, typer.Option("--security-protocol")] = None,
+    mechanism: Annotated[str | None, typer.Option("--mechanism", help="SASL mechanism.")] = None,
+    username: Annotated[str | None, typer.Option("--username")] = None,
+    password: Annotated[
+        str | None, typer.Option("--password", envvar="SLUICE_CONNECTION_PASSWORD")
+    ] = None,
+    config: Annotated[
+        list[str] | None, typer.Option("--config", help="Kafka KEY=VALUE (repeat).")
+    ] = None,
+    uri: Annotated[str | None, typer.Option("--uri", help="Cluster: MongoDB URI.")] = None,
+    directory: Annotated[str | None, typer.Option("--directory", help="File: directory.")] = None,
+    rate: Annotated[float | None, typer.Option("--rate", help="Sample: documents/s.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Register a connection (secrets are stored but never shown again)."""
+    body: dict[str, Any] = {"name": name, "type": kind}
+    if bootstrap_servers:
+        body["bootstrapServers"] = bootstrap_servers
+    if security_protocol:
+        body["security"] = {"protocol": security_protocol}
+    if mechanism:
+        auth = {"mechanism": mechanism, "username": username, "password": password}
+        body["authentication"] = {k: v for k, v in auth.items() if v is not None}
+    if config:
+        body["config"] = _key_values(ctx, config)
+    for key, value in (("uri", uri), ("directory", directory), ("rate", rate)):
+        if value is not None:
+            body[key] = value
+    with api_call(state_of(ctx)) as client:
+        created = client.create_connection(body)
+    if wants_json(ctx, as_json):
+        print_json(state_of(ctx), created)
+    else:
+        state_of(ctx).stdout.print(
+            f"created {created['type']} connection {created['name']}", markup=False
+        )
+
+
+@connections_app.command("list")
+def connection_list(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List connections (built-in ones first), without secrets."""
+    with api_call(state_of(ctx)) as client:
+        body = client.list_connections()
+    if wants_json(ctx, as_json):
+        print_json(state_of(ctx), body)
+        return
+    rows = []
+    for conn in body["results"]:
+        details = {
+            k: v for k, v in conn.items() if k not in ("name", "type", "builtIn", "createdAt")
+        }
+        rows.append(
+            [conn["name"], conn["type"], "yes" if conn.get("builtIn") else "", json.dumps(details)]
+        )
+    table(state_of(ctx), ("NAME", "TYPE", "BUILT IN", "DETAILS"), rows)
+
+
+@connections_app.command("drop")
+def connection_drop(
+    ctx: typer.Context, name: Annotated[str, typer.Argument()], as_json: JsonOption = False
+) -> None:
+    """Delete a connection that no processor uses."""
+    with api_call(state_of(ctx)) as client:
+        client.drop_connection(name)
+    if wants_json(ctx, as_json):
+        print_json(state_of(ctx), {"dropped": name})
+    else:
+        state_of(ctx).stdout.print(f"dropped {name}", markup=False)

@@ -1,0 +1,1 @@
+"""Service settings: `Settings` from `SLUICE_*` variables, and Spark settings from the environment."""

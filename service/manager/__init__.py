@@ -1,0 +1,1 @@
+"""The processor manager: definitions, the lifecycle state machine, runs, stats, DLQ and ingest."""

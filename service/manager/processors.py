@@ -1,0 +1,410 @@
+"""`ProcessorManager`: processor definitions, the lifecycle state machine, and their runs.
+
+Definitions and states live in the metadata store; running queries live in `RunTable`
+(`manager_runs`). Every operation on a processor holds that processor's lock, re-reads the
+record, asks the transitions table (`manager_states`) whether the move is legal, and saves
+the result with the store's compare-and-set. On service start, processors that were
+`STARTED` are restarted from their checkpoints; on shutdown their queries stop cleanly and
+they stay `STARTED` in the store, so the next start resumes them.
+
+Checkpoints live in `<checkpoint root>/<processor id>/g<generation>/`: ids, not names, so a
+name can never steer a path, and a rename keeps the checkpoint. `resumeFromCheckpoint:
+false` moves to a new generation (a fresh checkpoint; the old one is deleted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from pipeline_stages._base import PipelineInvalid, Problem
+from service.config.settings import Settings
+from service.errors import (
+    ConcurrentModification,
+    EngineUnavailable,
+    PipelineRejected,
+    ProcessorExists,
+    ProcessorNotFound,
+    ResourceConflict,
+    SluiceError,
+)
+from service.manager.build import RunFactory, dlq_option
+from service.manager.connections import ConnectionRegistry, referenced_connections
+from service.manager.dlq import DlqTargets
+from service.manager.runs import Run, RunTable, summarize_error
+from service.manager.states import STATUS, Action, State, next_state
+from service.manager.stats import LiveStats, utc_now
+from service.manager.validate import (
+    Definition,
+    check_definition,
+    check_resumable_modify,
+    rejected_by_compiler,
+)
+from service.manager.writers import SampleBuffer
+from service.runtime.engine import CompileRequest, Engine
+from service.schemas.processors import NoDlq, ProcessorCreate, ProcessorModify
+from service.stores import AlreadyExists, Conflict, NotFound, ProcessorRecord, Stores
+
+log = logging.getLogger("sluice.service")
+
+_PAGE = 500
+
+
+class ProcessorManager:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        stores: Stores,
+        engine: Engine,
+        connections: ConnectionRegistry,
+    ) -> None:
+        self._settings = settings
+        self._stores = stores
+        self.engine = engine
+        self.connections = connections
+        self.dlq_targets = DlqTargets(stores, connections, settings)
+        self._factory = RunFactory(
+            settings,
+            connections=connections,
+            dlq_targets=self.dlq_targets,
+            documents=stores.documents,
+        )
+        self._locks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+        self.runs = RunTable(
+            engine,
+            settings,
+            lock_for=self._lock_for,
+            mark_failed=self._mark_failed,
+            persist_stats=self._persist_stats,
+        )
+        engine.set_progress_callback(self.runs.on_progress)
+
+    # ------------------------------------------------------------------ service lifecycle
+
+    def open(self) -> None:
+        """Start the engine (eagerly or when processors must resume) and the supervisor."""
+        started = self._started_records()
+        if self._settings.spark_eager or started:
+            self.engine.start()
+        self.runs.start_supervisor()
+        if started:
+            threading.Thread(target=self.recover, name="sluice-recover", daemon=True).start()
+
+    def recover(self) -> None:
+        """Restart, from their checkpoints, the processors that were STARTED."""
+        for record in self._started_records():
+            with self._lock_for(record.id):
+                fresh = self._stores.processors.get_by_id(record.id)
+                if fresh is None or fresh.state is not State.STARTED or self.runs.get(fresh.id):
+                    continue
+                try:
+                    self.runs.launch(self._factory.new_run(fresh, self._definition(fresh)))
+                    log.info("resumed processor %s from its checkpoint", fresh.name)
+                except (EngineUnavailable, ResourceConflict) as error:
+                    # Spark is down, or another service runs this checkpoint: not the
+                    # processor's fault; it stays STARTED and resumes on a later start.
+                    log.error("cannot resume processor %s: %s", fresh.name, error.detail)
+                except SluiceError as error:
+                    self._save(self._failed(fresh, "resume_failed", error.detail, fresh.stats))
+
+    def close(self) -> None:
+        """Stop every query cleanly (processors stay STARTED) and the engine."""
+        self.runs.stop_supervisor()
+        for run in self.runs.halt_all():
+            self._persist_stats(run, wait=True)
+        self.dlq_targets.close()
+        self._factory.sink_clients.close()
+        self.engine.shutdown()
+
+    # ------------------------------------------------------------------ definitions
+
+    def create(self, body: ProcessorCreate) -> tuple[ProcessorRecord, list[Problem]]:
+        """Validate (every problem at once), compile, and store a CREATED processor."""
+        if self._stores.processors.get(body.name) is not None:
+            raise ProcessorExists(body.name)
+        dlq = body.options.dlq.model_dump() if body.options.dlq else None
+        definition = self._check(body.name, body.pipeline, dlq)
+        record = ProcessorRecord.new(
+            name=body.name,
+            pipeline_json=json.dumps(body.pipeline),
+            options={"dlq": dlq} if dlq else {},
+            now=utc_now(),
+        )
+        try:
+            return self._stores.processors.create(record), definition.warnings
+        except AlreadyExists:
+            raise ProcessorExists(body.name) from None
+
+    def list(self, *, offset: int, limit: int) -> tuple[list[ProcessorRecord], int]:
+        """A page of processors by creation time."""
+        return self._stores.processors.list(offset=offset, limit=limit)
+
+    def get(self, name: str) -> ProcessorRecord:
+        """The named processor; `ProcessorNotFound` otherwise."""
+        record = self._stores.processors.get(name)
+        if record is None:
+            raise ProcessorNotFound(name)
+        return record
+
+    def modify(self, name: str, body: ProcessorModify) -> tuple[ProcessorRecord, list[Problem]]:
+        """Change name, pipeline or DLQ of a processor that is not started (§7.4)."""
+        with self._locked(name) as record:
+            next_state(record.name, record.state, Action.MODIFY)
+            old_pipeline = json.loads(record.pipeline_json)
+            pipeline = body.pipeline if body.pipeline is not None else old_pipeline
+            dlq = dlq_option(record.options)
+            if isinstance(body.options.dlq, NoDlq):
+                dlq = None
+            elif body.options.dlq is not None:
+                dlq = body.options.dlq.model_dump()
+            new_name = body.name or record.name
+            if new_name != record.name and self._stores.processors.get(new_name) is not None:
+                raise ProcessorExists(new_name)
+            definition = self._check(new_name, pipeline, dlq)
+            resume = body.options.resumeFromCheckpoint
+            if resume and body.pipeline is not None and self._factory.checkpoint(record).exists():
+                check_resumable_modify(old_pipeline, definition)
+            updated = self._save(
+                record.evolve(
+                    name=new_name,
+                    pipeline_json=json.dumps(pipeline),
+                    options={"dlq": dlq} if dlq else {},
+                    generation=record.generation + (0 if resume else 1),
+                )
+            )
+            if not resume:
+                shutil.rmtree(self._factory.checkpoint(record), ignore_errors=True)
+            return updated, definition.warnings
+
+    def drop(self, name: str) -> None:
+        """Stop (if started) and delete a processor, its checkpoints and its sample buffer."""
+        with self._locked(name) as record:
+            next_state(record.name, record.state, Action.DROP)
+            self.runs.halt(record.id)
+            if not self._stores.processors.delete(record.name):
+                raise ProcessorNotFound(name)
+            shutil.rmtree(self._factory.processor_dir(record), ignore_errors=True)
+            self._factory.forget(record)
+        with self._guard:
+            self._locks.pop(record.id, None)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, name: str, *, resume: bool = True) -> ProcessorRecord:
+        """Start a processor's query (from its checkpoint unless `resume` is false)."""
+        with self._locked(name) as record:
+            next_state(record.name, record.state, Action.START)
+            if not resume:
+                shutil.rmtree(self._factory.checkpoint(record), ignore_errors=True)
+                record = self._save(record.evolve(generation=record.generation + 1))
+            definition = self._definition(record)
+            run = self._factory.new_run(record, definition)
+            before = record
+            record = self._save(
+                record.evolve(state=State.STARTED, error=None, last_state_change=utc_now())
+            )
+            try:
+                self.runs.launch(run)
+            except SluiceError:
+                fresh = self._reload(record)
+                self._save(
+                    fresh.evolve(
+                        state=before.state,
+                        error=before.error,
+                        last_state_change=before.last_state_change,
+                    )
+                )
+                raise
+            return self._reload(record)
+
+    def stop(self, name: str) -> ProcessorRecord:
+        """Stop a started processor's query (its checkpoint is kept)."""
+        with self._locked(name) as record:
+            next_state(record.name, record.state, Action.STOP)
+            run = self.runs.halt(record.id)
+            stats = run.stats.to_record() if run is not None else record.stats
+            return self._save(
+                record.evolve(
+                    state=State.STOPPED, error=None, stats=stats, last_state_change=utc_now()
+                )
+            )
+
+    # ------------------------------------------------------------------ observation
+
+    def live_stats(self, record: ProcessorRecord) -> LiveStats:
+        """The processor's stats: live while it runs here, else as persisted."""
+        run = self.runs.get(record.id)
+        if run is not None:
+            return run.stats
+        return LiveStats(record.stats, generation=record.generation)
+
+    def stats(
+        self, record: ProcessorRecord, *, verbose: bool = False, scale: int = 1
+    ) -> dict[str, Any]:
+        """Atlas's stats object for a processor."""
+        operators: list[str] = []
+        if verbose:
+            from pipeline_stages import parse_pipeline
+
+            try:
+                parsed = parse_pipeline(json.loads(record.pipeline_json))
+                operators = [s.operator_name for s in parsed.walk() if s.operator_name]
+            except PipelineInvalid:
+                operators = []
+        run = self.runs.get(record.id)
+        status = STATUS[record.state]
+        if record.state is State.STARTED and (run is None or run.handle is None):
+            # Between a failure and its retry; or not (yet) resumed after a service start.
+            status = "error" if run is not None else "starting"
+        stats = self.live_stats(record).public(
+            name=record.name,
+            processor_id=record.id,
+            status=status,
+            last_state_change=record.last_state_change,
+            scale=scale,
+            operators=operators,
+            verbose=verbose,
+        )
+        if verbose and run is not None and run.last_error:
+            stats["lastError"] = run.last_error
+        return stats
+
+    def sample(
+        self, name: str, *, limit: int, after: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The most recent output and DLQ messages (see `SampleBuffer.recent`)."""
+        return self.sample_buffer(name).recent(limit, after=after)
+
+    def sample_buffer(self, name: str) -> SampleBuffer:
+        """The processor's sample buffer (the writer of its run appends to the same one)."""
+        return self._factory.sample(self.get(name))
+
+    def users_of(self, connection: str) -> list[str]:
+        """Processors whose pipeline or DLQ names the connection."""
+        users = []
+        for record in self._all_records():
+            document = {"pipeline": json.loads(record.pipeline_json), "options": record.options}
+            if connection in referenced_connections(document):
+                users.append(record.name)
+        return users
+
+    def all_records(self) -> list[ProcessorRecord]:
+        """Every processor (for metrics)."""
+        return list(self._all_records())
+
+    # ------------------------------------------------------------------ internals
+
+    def _lock_for(self, processor_id: str) -> threading.RLock:
+        with self._guard:
+            return self._locks.setdefault(processor_id, threading.RLock())
+
+    @contextmanager
+    def _locked(self, name: str) -> Iterator[ProcessorRecord]:
+        record = self.get(name)
+        with self._lock_for(record.id):
+            fresh = self._stores.processors.get_by_id(record.id)
+            if fresh is None or fresh.name != name:
+                raise ProcessorNotFound(name)
+            yield fresh
+
+    def _reload(self, record: ProcessorRecord) -> ProcessorRecord:
+        fresh = self._stores.processors.get_by_id(record.id)
+        if fresh is None:
+            raise ProcessorNotFound(record.name)
+        return fresh
+
+    def _save(self, record: ProcessorRecord) -> ProcessorRecord:
+        try:
+            return self._stores.processors.update(record)
+        except Conflict:
+            raise ConcurrentModification(
+                f"processor {record.name!r} was changed concurrently; retry"
+            ) from None
+        except AlreadyExists:
+            raise ProcessorExists(record.name) from None
+        except NotFound:
+            raise ProcessorNotFound(record.name) from None
+
+    def _check(self, name: str, pipeline: list[Any], dlq: Mapping[str, str] | None) -> Definition:
+        definition = check_definition(
+            pipeline,
+            dlq,
+            type_of=self.connections.type_of,
+            default_dlq=self._settings.default_dlq is not None,
+        )
+        request = CompileRequest(name, pipeline, definition.has_dlq, self.connections.for_engine())
+        try:
+            compiled_warnings = self.engine.check(request)
+        except PipelineInvalid as error:
+            raise rejected_by_compiler(error) from None
+        except SluiceError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a compiler bug must not become a 500
+            log.exception("compiling processor %s failed", name)
+            problem = Problem("compile_error", "/pipeline", summarize_error(error))
+            raise PipelineRejected(
+                "the pipeline could not be compiled", problems=[problem]
+            ) from None
+        seen = {(w.code, w.path) for w in definition.warnings}
+        extra = [w for w in compiled_warnings if (w.code, w.path) not in seen]
+        definition.warnings.extend(extra)
+        return definition
+
+    def _definition(self, record: ProcessorRecord) -> Definition:
+        return check_definition(
+            json.loads(record.pipeline_json),
+            dlq_option(record.options),
+            type_of=self.connections.type_of,
+            default_dlq=self._settings.default_dlq is not None,
+        )
+
+    def _failed(
+        self, record: ProcessorRecord, code: str, message: str, stats: Mapping[str, Any]
+    ) -> ProcessorRecord:
+        return record.evolve(
+            state=State.FAILED,
+            error={"code": code, "message": message},
+            stats=dict(stats),
+            last_state_change=utc_now(),
+        )
+
+    def _mark_failed(self, run: Run, code: str, message: str) -> None:
+        with self._lock_for(run.processor_id):
+            record = self._stores.processors.get_by_id(run.processor_id)
+            if record is None or record.state is not State.STARTED:
+                return
+            self._save(self._failed(record, code, message, run.stats.to_record()))
+
+    def _persist_stats(self, run: Run, *, wait: bool = False) -> None:
+        lock = self._lock_for(run.processor_id)
+        if not lock.acquire(blocking=wait):
+            return
+        try:
+            record = self._stores.processors.get_by_id(run.processor_id)
+            if record is not None:
+                self._save(record.evolve(stats=run.stats.to_record()))
+        except SluiceError as error:
+            log.warning("saving stats of %s: %s", run.name, error.detail)
+        finally:
+            lock.release()
+
+    def _all_records(self) -> Iterator[ProcessorRecord]:
+        offset = 0
+        while True:
+            page, total = self._stores.processors.list(offset=offset, limit=_PAGE)
+            yield from page
+            offset += len(page)
+            if not page or offset >= total:
+                return
+
+    def _started_records(self) -> list[ProcessorRecord]:
+        return [r for r in self._all_records() if r.state is State.STARTED]

@@ -1,0 +1,293 @@
+"""Running processors: one `Run` per started processor, supervised by one thread.
+
+A `Run` holds the processor's query handle, its live stats and its checkpoint lock. The
+supervisor thread notices a query that terminated with an error and restarts it from its
+checkpoint with exponential backoff (`restart_backoff_seconds`, doubling); after
+`restart_attempts` consecutive failures the processor becomes `FAILED` with the error
+message, as Atlas does after its own retries. A batch completed after a restart resets the
+count. The supervisor also persists live stats every `stats_flush_seconds`.
+
+Failures never raise into API requests: they are recorded on the processor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline_stages._base import PipelineInvalid
+from service.config.settings import Settings
+from service.errors import EngineUnavailable, ResourceConflict
+from service.manager.stats import LiveStats
+from service.manager.validate import rejected_by_compiler
+from service.runtime.engine import Engine, QueryHandle, RunRequest
+from service.runtime.locks import CheckpointBusy, CheckpointLock
+from service.runtime.shared_storage import check_shared_storage
+
+log = logging.getLogger("sluice.service")
+
+TICK_SECONDS = 0.25
+MAX_ERROR_CHARS = 1000
+
+
+@dataclass(eq=False)
+class Run:
+    """One started processor (see the module docstring)."""
+
+    processor_id: str
+    name: str
+    generation: int
+    stats: LiveStats
+    lock: CheckpointLock
+    request: RunRequest
+    handle: QueryHandle | None = None
+    failures: int = 0
+    retry_at: float | None = None
+    last_error: str | None = None
+
+
+_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$")
+
+
+def summarize_error(error: object) -> str:
+    """The error's message without JVM or Python stack traces.
+
+    A failure raised in Python inside a micro-batch reaches us wrapped in Spark's message,
+    which embeds the whole traceback and plan; its last `SomeError: message` line is what
+    a user needs. Otherwise the first line is.
+    """
+    text = str(error).split("JVM stacktrace:", 1)[0].strip()
+    if "Traceback (most recent call last)" in text:
+        raised = [m.group(1) for line in text.splitlines() if (m := _PYTHON_ERROR.match(line))]
+        if raised:
+            return raised[-1][:MAX_ERROR_CHARS]
+    first = text.splitlines()[0] if text else ""
+    return first[:MAX_ERROR_CHARS] or type(error).__name__
+
+
+class RunTable:
+    """The runs of this service and the thread supervising them."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        *,
+        lock_for: Callable[[str], threading.RLock],
+        mark_failed: Callable[[Run, str, str], None],
+        persist_stats: Callable[[Run], None],
+    ) -> None:
+        self._engine = engine
+        self._settings = settings
+        self._lock_for = lock_for
+        self._mark_failed = mark_failed
+        self._persist_stats = persist_stats
+        self._runs: dict[str, Run] = {}
+        self._by_query: dict[str, Run] = {}
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_flush = time.monotonic() + settings.stats_flush_seconds
+
+    # ------------------------------------------------------------------ lookup
+
+    def get(self, processor_id: str) -> Run | None:
+        """The run of a processor, if it is started in this service."""
+        with self._guard:
+            return self._runs.get(processor_id)
+
+    def all(self) -> list[Run]:
+        """Every run."""
+        with self._guard:
+            return list(self._runs.values())
+
+    # ------------------------------------------------------------------ launch / halt
+
+    def launch(self, run: Run) -> None:
+        """Take the checkpoint lock and start the query (caller holds the processor lock).
+
+        Compile problems raise `PipelineRejected`; an engine that cannot start raises
+        `EngineUnavailable`; a checkpoint held by another driver raises `ResourceConflict`;
+        local storage that executors of a cluster master cannot reach raises
+        `StorageNotShared` (before Spark fails on it later with a less useful message).
+        Any other failure is a Spark failure: the run is kept and retried with backoff.
+        """
+        compile_request = run.request.compile
+        check_shared_storage(
+            self._settings,
+            pipeline=compile_request.pipeline,
+            connections=compile_request.connections,
+        )
+        ids = self._engine.driver_ids()
+        try:
+            killed = run.lock.acquire(pid=ids["pid"], jvm_pid=ids["jvmPid"])
+        except CheckpointBusy as error:
+            raise ResourceConflict(str(error)) from None
+        if killed:
+            log.warning("killed orphan JVM %s still running processor %s", killed, run.name)
+        try:
+            handle = self._engine.launch(run.request)
+        except PipelineInvalid as error:
+            run.lock.release()
+            raise rejected_by_compiler(error) from None
+        except EngineUnavailable:
+            run.lock.release()
+            raise
+        except Exception as error:  # noqa: BLE001 - a Spark failure becomes a retry, never a 500
+            with self._guard:
+                self._runs[run.processor_id] = run
+            self._on_failure(run, summarize_error(error))
+            return
+        self._attach(run, handle)
+
+    def _attach(self, run: Run, handle: QueryHandle) -> None:
+        with self._guard:
+            run.handle = handle
+            run.retry_at = None
+            self._runs[run.processor_id] = run
+            self._by_query[handle.query_id] = run
+
+    def halt(self, processor_id: str) -> Run | None:
+        """Stop a run's query and release its checkpoint (caller holds the processor lock)."""
+        with self._guard:
+            run = self._runs.pop(processor_id, None)
+            if run is not None and run.handle is not None:
+                self._by_query.pop(run.handle.query_id, None)
+        if run is None:
+            return None
+        if run.handle is not None:
+            try:
+                run.handle.stop()
+            except Exception as error:  # noqa: BLE001 - stopping a broken query must not fail
+                log.warning("stopping %s: %s", run.name, summarize_error(error))
+        # Only once the query has stopped: no batch can be writing through the sink any more.
+        close = getattr(run.request.writer, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception as error:  # noqa: BLE001 - a sink that fails to close must not block
+                log.warning("closing the sink of %s: %s", run.name, summarize_error(error))
+        run.lock.release()
+        return run
+
+    def halt_all(self) -> list[Run]:
+        """Stop every run (service shutdown); processors stay STARTED in the store."""
+        halted = []
+        for run in self.all():
+            with self._lock_for(run.processor_id):
+                stopped = self.halt(run.processor_id)
+            if stopped is not None:
+                halted.append(stopped)
+        return halted
+
+    # ------------------------------------------------------------------ progress
+
+    def on_progress(self, query_id: str, progress: dict[str, Any]) -> None:
+        """Feed a finished micro-batch into the run's stats (listener thread)."""
+        with self._guard:
+            run = self._by_query.get(query_id)
+        if run is None:
+            return
+        run.stats.record_progress(progress)
+        run.failures = 0
+
+    # ------------------------------------------------------------------ supervision
+
+    def start_supervisor(self) -> None:
+        """Start the supervisor thread (idempotent)."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="sluice-supervisor", daemon=True)
+        self._thread.start()
+
+    def stop_supervisor(self) -> None:
+        """Stop the supervisor thread and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - the supervisor must survive anything
+                log.exception("supervisor tick failed")
+
+    def tick(self) -> None:
+        """Check every run once: failures, due restarts, stats flushing."""
+        now = time.monotonic()
+        for run in self.all():
+            lock = self._lock_for(run.processor_id)
+            if not lock.acquire(blocking=False):
+                continue  # an API request is working on this processor
+            try:
+                if self.get(run.processor_id) is run:
+                    self._check(run, now)
+            finally:
+                lock.release()
+        if now >= self._next_flush:
+            self._next_flush = now + self._settings.stats_flush_seconds
+            self.flush_stats()
+
+    def flush_stats(self) -> None:
+        """Persist the stats of every run that changed."""
+        for run in self.all():
+            if run.stats.dirty:
+                with contextlib.suppress(Exception):
+                    self._persist_stats(run)
+
+    def _check(self, run: Run, now: float) -> None:
+        if run.handle is not None:
+            if run.handle.is_active():
+                return
+            failure = run.handle.failure() or "the query stopped unexpectedly"
+            with self._guard:
+                self._by_query.pop(run.handle.query_id, None)
+                run.handle = None
+            self._on_failure(run, summarize_error(failure))
+        elif run.retry_at is not None and now >= run.retry_at:
+            self._relaunch(run)
+
+    def _relaunch(self, run: Run) -> None:
+        log.info("restarting processor %s from its checkpoint (attempt %d)", run.name, run.failures)
+        try:
+            handle = self._engine.launch(run.request)
+        except PipelineInvalid as error:
+            self._give_up(run, "invalid_pipeline", str(error))
+            return
+        except Exception as error:  # noqa: BLE001 - a Spark failure becomes a retry
+            self._on_failure(run, summarize_error(error))
+            return
+        self._attach(run, handle)
+
+    def _on_failure(self, run: Run, message: str) -> None:
+        run.failures += 1
+        run.last_error = message
+        if run.failures > self._settings.restart_attempts:
+            self._give_up(run, "spark_failure", message)
+            return
+        delay = self._settings.restart_backoff_seconds * 2 ** (run.failures - 1)
+        run.retry_at = time.monotonic() + delay
+        log.warning(
+            "processor %s failed (%d/%d), retrying in %.1f s: %s",
+            run.name,
+            run.failures,
+            self._settings.restart_attempts,
+            delay,
+            message,
+        )
+
+    def _give_up(self, run: Run, code: str, message: str) -> None:
+        with self._guard:
+            self._runs.pop(run.processor_id, None)
+        run.lock.release()
+        log.error("processor %s FAILED: %s", run.name, message)
+        self._mark_failed(run, code, message)

@@ -1,0 +1,262 @@
+"""Where a processor's micro-batches go: its DLQ, its sample buffer, and its stats.
+
+Every write is idempotent per batch id, because Spark replays the last micro-batch after a
+crash with the same id and data: DLQ records have deterministic ids (first write wins),
+sample messages are keyed by `(generation, batch id, index)` (a replay rewrites the same
+keys), and stats count each batch id once (`LiveStats`).
+
+Every processor keeps its recent output in the sample buffer (`sample` shows it, like an
+Atlas `sp.process`); a pipeline ending in `$merge`/`$emit` also hands each batch to its sink
+writer first (`pipeline_stages._connectors.sinks`), whose per-document failures join the batch's
+DLQ records (stored, sampled and counted like the others).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
+from pipeline_stages._engine.sink import BatchResult
+from service.manager.stats import LiveStats
+from service.stores import DlqStore, DocumentStore, InvalidDocument, from_relaxed_ejson
+
+log = logging.getLogger("sluice.service")
+
+#: The `local` database holding the per-processor sample buffers.
+SAMPLE_DB = "sluice"
+
+KIND_OUT = "out"
+KIND_DLQ = "dlq"
+
+
+def sample_collection(processor_id: str) -> str:
+    """The sample buffer collection of a processor (by id: names can change)."""
+    return f"samples.{processor_id}"
+
+
+class SampleBuffer:
+    """The most recent output documents and DLQ messages of one processor, in order.
+
+    Documents are `{_id: "g:b:i", g, b, i, k: "out"|"dlq", m: <JSON text>}` where `g` is the
+    checkpoint generation, `b` the batch id and `i` the position in the batch. The store keeps
+    at least `capacity` messages and trims the oldest once it holds 1.5 times as many. Reads
+    are served from an in-memory mirror of the last `capacity` messages, loaded from the
+    store once (a read must not scan the collection: `sample` is a hot control endpoint).
+    """
+
+    def __init__(self, documents: DocumentStore, processor_id: str, *, capacity: int) -> None:
+        self._documents = documents
+        self._coll = sample_collection(processor_id)
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._mirror: list[tuple[tuple[int, int, int], str, str]] | None = None
+
+    def _loaded(self) -> list[tuple[tuple[int, int, int], str, str]]:
+        """The mirror, loaded on first use (caller holds the lock)."""
+        if self._mirror is None:
+            docs = self._documents.find(SAMPLE_DB, self._coll, sort=[("g", 1), ("b", 1), ("i", 1)])
+            self._mirror = [((d["g"], d["b"], d["i"]), d["k"], d["m"]) for d in docs]
+            del self._mirror[: -self.capacity]
+        return self._mirror
+
+    def append(self, generation: int, batch_id: int, messages: Sequence[tuple[str, str]]) -> None:
+        """Store one batch's messages (kind, JSON text), replacing a replay's earlier write."""
+        if not messages:
+            return
+        docs = [
+            {
+                "_id": f"{generation}:{batch_id}:{i}",
+                "g": generation,
+                "b": batch_id,
+                "i": i,
+                "k": kind,
+                "m": text,
+            }
+            for i, (kind, text) in enumerate(messages)
+        ]
+        self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
+        with self._lock:
+            mirror = self._loaded()
+            while mirror and mirror[-1][0] >= (generation, batch_id, 0):
+                mirror.pop()  # a replayed batch: its earlier messages are rewritten
+            mirror.extend(((generation, batch_id, i), k, t) for i, (k, t) in enumerate(messages))
+            del mirror[: -self.capacity]
+        self._trim()
+
+    def _trim(self) -> None:
+        count = self._documents.count(SAMPLE_DB, self._coll)
+        if count <= self.capacity + max(1, self.capacity // 2):
+            return
+        oldest = self._documents.find(
+            SAMPLE_DB, self._coll, sort=[("g", 1), ("b", 1), ("i", 1)], limit=count - self.capacity
+        )
+        self._documents.merge(
+            SAMPLE_DB,
+            self._coll,
+            [{"_id": doc["_id"]} for doc in oldest],
+            when_matched="delete",
+            when_not_matched="discard",
+        )
+
+    def recent(
+        self, limit: int, *, after: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """Up to `limit` messages, oldest first, and the cursor of the last one.
+
+        Without `after`, the most recent `limit` messages; with it, the `limit` oldest
+        messages newer than that cursor (so a caller can follow the stream).
+        """
+        position = parse_cursor(after)
+        with self._lock:
+            mirror = self._loaded()
+            if position is None:
+                items = mirror[-limit:]
+            else:
+                first = bisect.bisect_right(mirror, position, key=lambda item: item[0])
+                items = mirror[first : first + limit]
+        messages = [_message(kind, text) for _, kind, text in items]
+        cursor = ".".join(str(part) for part in items[-1][0]) if items else after
+        return messages, cursor
+
+    def drop(self) -> None:
+        """Delete the buffer."""
+        self._documents.drop(SAMPLE_DB, self._coll)
+        with self._lock:
+            self._mirror = []
+
+
+def parse_cursor(cursor: str | None) -> tuple[int, int, int] | None:
+    """`"g.b.i"` as integers; None for no cursor.
+
+    Raises:
+        ValueError: For a malformed cursor.
+    """
+    if cursor is None:
+        return None
+    parts = cursor.split(".")
+    if len(parts) != 3 or not all(p.isdigit() and len(p) < 19 for p in parts):
+        raise ValueError(f"malformed cursor {cursor!r}; pass a cursorId returned by sample")
+    g, b, i = (int(p) for p in parts)
+    return g, b, i
+
+
+#: Messages nested deeper than this are replaced by a note (JSON encoders have depth limits).
+MAX_MESSAGE_NESTING = 200
+
+
+def _message(kind: str, text: str) -> dict[str, Any]:
+    from service.schemas.processors import nesting_depth
+
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    if value is None or nesting_depth(value) > MAX_MESSAGE_NESTING:
+        value = {"_sluiceNote": f"message nested deeper than {MAX_MESSAGE_NESTING} levels"}
+    return {"_dlqMessage": value} if kind == KIND_DLQ else value
+
+
+class DlqWriter:
+    """Writes Atlas DLQ records (§6.2) to a DLQ collection, never failing on odd documents.
+
+    The store is opened on the first write, inside the micro-batch: an unreachable DLQ
+    (a `Cluster` connection that is down) is then a failure of the query, which the
+    supervisor retries and finally reports on the processor, not an error of the start call.
+    """
+
+    def __init__(
+        self, open_store: Callable[[], DlqStore], *, processor: str, instance: str
+    ) -> None:
+        self._open_store = open_store
+        self._store: DlqStore | None = None
+        self._processor = processor
+        self._instance = instance
+
+    def _target(self) -> DlqStore:
+        if self._store is None:
+            self._store = self._open_store()
+        return self._store
+
+    def write(self, records: Sequence[dict[str, Any]]) -> None:
+        """Upsert the records (first write of an id wins, so replays are harmless)."""
+        store = self._target()
+        docs = [self._prepare(record) for record in records]
+        try:
+            store.upsert_many(self._processor, docs)
+        except InvalidDocument:
+            # One odd document must not fail the batch: store it with `doc` as JSON text.
+            for record, doc in zip(records, docs, strict=True):
+                try:
+                    store.upsert_many(self._processor, [doc])
+                except InvalidDocument as error:
+                    log.warning(
+                        "DLQ record %s stored with its doc as text: %s", doc["_id"], error.message
+                    )
+                    store.upsert_many(self._processor, [self._as_text(record)])
+
+    def _prepare(self, record: dict[str, Any]) -> dict[str, Any]:
+        doc = from_relaxed_ejson(record)
+        doc["_id"] = (
+            record["_id"]["$oid"] if isinstance(record["_id"], dict) else str(record["_id"])
+        )
+        doc["instanceName"] = self._instance
+        return doc
+
+    def _as_text(self, record: dict[str, Any]) -> dict[str, Any]:
+        doc = self._prepare({k: v for k, v in record.items() if k not in ("doc", "_stream_meta")})
+        for key in ("doc", "_stream_meta"):
+            if key in record:
+                doc[key] = json.dumps(record[key])
+        return doc
+
+
+class ProcessorWriter:
+    """The `BatchWriter` of one processor run: sink, DLQ, sample buffer, stats."""
+
+    def __init__(
+        self,
+        *,
+        generation: int,
+        stats: LiveStats,
+        sample: SampleBuffer,
+        dlq: DlqWriter | None,
+        sink: SinkWriter | None = None,
+    ) -> None:
+        self.generation = generation
+        self.stats = stats
+        self.sample = sample
+        self.dlq = dlq
+        self.sink = sink
+
+    def close(self) -> None:
+        """Release the sink's resources (the Kafka producer) once the run has stopped."""
+        close_sink(self.sink)
+
+    def write(self, batch: BatchResult) -> None:
+        """Write one micro-batch (idempotent per batch id)."""
+        # The sink first: its DLQ records (write errors) are then stored with the others.
+        apply_sink(self.sink, batch)
+        dlq_texts = [json.dumps(record) for record in batch.dlq]
+        if batch.dlq and self.dlq is not None:
+            self.dlq.write(batch.dlq)
+        messages = [
+            (KIND_OUT, batch.outputs[index].doc_json)
+            if kind == KIND_OUT
+            else (KIND_DLQ, dlq_texts[index])
+            for kind, index in batch.order
+        ]
+        self.sample.append(self.generation, batch.batch_id, messages)
+        self.stats.record_batch(
+            batch.batch_id,
+            output_sizes=[len(o.doc_json.encode()) for o in batch.outputs],
+            dlq_records=[
+                (str(record.get("operatorName", "")), len(text.encode()))
+                for record, text in zip(batch.dlq, dlq_texts, strict=True)
+            ],
+            window_stats=batch.stats,
+        )

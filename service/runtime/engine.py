@@ -1,0 +1,106 @@
+"""What the processor manager needs from an execution engine.
+
+The manager owns lifecycle and bookkeeping; an `Engine` turns one processor run into a
+running query. `service.runtime.spark_engine.SparkEngine` is the implementation (one SparkSession
+per service, one Structured Streaming query per started processor); the API and lifecycle
+unit tests use an in-process stand-in (`tests/unit/service/fake_engine.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipeline_stages._base import Problem
+
+#: `(query_id, progress)`: a finished micro-batch (`StreamingQueryProgress` as a dict).
+ProgressCallback = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A registered connection as the engine sees it (secrets included: never log this)."""
+
+    name: str
+    type: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """Everything needed to compile a processor's pipeline."""
+
+    name: str
+    pipeline: Any
+    has_dlq: bool
+    connections: Mapping[str, Connection]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything needed to run a processor: the pipeline, its checkpoint and its writer.
+
+    Attributes:
+        compile: What to compile.
+        processor_id: The processor's id (names the query and the checkpoint directory).
+        checkpoint_dir: The query's checkpoint location (one per processor generation).
+        writer: The `BatchWriter` receiving every micro-batch (idempotent per batch id).
+    """
+
+    compile: CompileRequest
+    processor_id: str
+    checkpoint_dir: Path
+    writer: Any
+
+
+class QueryHandle(Protocol):
+    """A running query."""
+
+    query_id: str
+
+    def is_active(self) -> bool:
+        """Whether the query is still running."""
+        ...
+
+    def failure(self) -> str | None:
+        """Why the query terminated (None while it runs or after a clean stop)."""
+        ...
+
+    def stop(self) -> None:
+        """Stop the query and wait for it (idempotent)."""
+        ...
+
+
+class Engine(Protocol):
+    """An execution engine (see the module docstring)."""
+
+    @property
+    def state(self) -> str:
+        """`stopped`, `starting`, `ready` or `failed`."""
+        ...
+
+    def start(self) -> None:
+        """Begin starting in the background (idempotent)."""
+        ...
+
+    def set_progress_callback(self, callback: ProgressCallback) -> None:
+        """Receive every query's progress."""
+        ...
+
+    def check(self, request: CompileRequest) -> list[Problem]:
+        """Compile without running; return warnings, raise `PipelineInvalid` on problems."""
+        ...
+
+    def launch(self, request: RunRequest) -> QueryHandle:
+        """Compile and start a query; raise `PipelineInvalid` on compile problems."""
+        ...
+
+    def driver_ids(self) -> dict[str, int]:
+        """`{"pid": <driver pid>, "jvmPid": <JVM pid>}` for checkpoint lock files."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stop everything (queries are stopped by the manager first)."""
+        ...

@@ -1,0 +1,285 @@
+"""The Spark engine: one SparkSession per service, one Structured Streaming query per run.
+
+The session starts in a background thread when the service starts (a JVM takes 15-40 s
+here), so the API answers at once; requests that need Spark wait for it, up to
+`engine_start_timeout_seconds`. A `StreamingQueryListener` forwards every query's progress
+to the manager (stats, metrics). Each query writes through `foreachBatch` into the run's
+`ProcessorWriter`, with its own checkpoint directory and a processing-time trigger.
+
+On a cluster master the start also ships Sluice's packages to the executors and checks
+that they run the driver's Python minor version (`service.runtime.spark_code`). A failed check is
+fatal: the engine stays `failed` (not retried on every request, as a transient failure is)
+and every request that needs Spark answers 503 with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+from pipeline_stages._base import Problem, ProblemCollector
+from service.config.settings import Settings
+from service.errors import EngineUnavailable
+from service.runtime.engine import CompileRequest, ProgressCallback, RunRequest
+from service.runtime.spark_code import ExecutorEnvironmentError, check_executors, ship_code
+
+log = logging.getLogger("sluice.service")
+
+
+class SparkQueryHandle:
+    """A running `StreamingQuery` and its `foreachBatch` sink."""
+
+    def __init__(self, query: Any, sink: Any) -> None:
+        self._query = query
+        #: The query's `ForeachBatchSink`: a batch window engine folds in the background.
+        self._sink = sink
+        self.query_id = str(query.id)
+
+    def is_active(self) -> bool:
+        """Whether the query runs. A failed background fold stops it: the query itself would
+        only fail at its next batch, which may be long in coming."""
+        if self._sink.failure is not None and self._query.isActive:
+            self.stop()
+        return bool(self._query.isActive)
+
+    def failure(self) -> str | None:
+        """The exception that terminated the query, as text."""
+        if self._query.isActive:
+            return None
+        folded = self._sink.failure
+        if folded is not None:
+            return f"the window fold failed: {folded}"
+        error = self._query.exception()
+        return None if error is None else str(error)
+
+    def stop(self) -> None:
+        """Stop the query and wait for its stream thread and the sink's last write."""
+        self._query.stop()
+        error = self._sink.close()
+        if error is not None:
+            log.warning("query %s: the last window fold failed: %s", self.query_id, error)
+
+
+def _make_listener(callback: ProgressCallback) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _Listener(StreamingQueryListener):
+        """Forwards progress to the manager; runs on the JVM's listener bus thread."""
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - PySpark's name
+            """Nothing to do."""
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - PySpark's name
+            """Hand a finished batch's progress over (never raise into the JVM)."""
+            try:
+                progress = json.loads(event.progress.json)
+                callback(str(progress.get("id")), progress)
+            except Exception:  # noqa: BLE001 - a listener must not break the bus
+                log.exception("progress listener failed")
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - PySpark's name
+            """Nothing to do."""
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - PySpark's name
+            """The supervisor polls queries; nothing to do here."""
+
+    return _Listener()
+
+
+class SparkEngine:
+    """The real engine (see the module docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._session: Any = None
+        self._state = "stopped"
+        self._error: str | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+        self._compile_lock = threading.Lock()
+        self._callback: ProgressCallback | None = None
+        self._jvm_pid = 0
+        self._fatal = False
+
+    @property
+    def state(self) -> str:
+        """`stopped`, `starting`, `ready` or `failed`."""
+        return self._state
+
+    @property
+    def error(self) -> str | None:
+        """Why the engine failed to start, if it did."""
+        return self._error if self._state == "failed" else None
+
+    def set_progress_callback(self, callback: ProgressCallback) -> None:
+        """Receive every query's progress."""
+        self._callback = callback
+
+    def start(self) -> None:
+        """Start the session in a background thread (idempotent; retried after a failure)."""
+        with self._lock:
+            if self._state in ("starting", "ready") or self._fatal:
+                return
+            self._state = "starting"
+            self._ready.clear()
+        threading.Thread(target=self._boot, name="sluice-spark-boot", daemon=True).start()
+
+    def _conf(self) -> dict[str, str]:
+        cores = os.cpu_count() or 2
+        conf = {
+            "spark.sql.shuffle.partitions": str(max(1, min(cores, 8))),
+            "spark.default.parallelism": str(max(1, min(cores, 8))),
+            "spark.sql.streaming.stopTimeout": "60000",
+        }
+        conf.update(self._settings.effective_spark_conf)
+        return conf
+
+    def _prepare_executors(self, session: Any) -> None:
+        """Ship Sluice's code and check the executors' Python (cluster masters only)."""
+        settings = self._settings
+        ship = settings.spark_ship_code
+        if ship == "always" or (ship == "auto" and not settings.is_local_master):
+            ship_code(session, settings.data_dir / "spark-code")
+        if not settings.is_local_master:
+            check_executors(session, timeout=settings.executor_check_timeout_seconds)
+
+    def _boot(self) -> None:
+        try:
+            from pipeline_stages._connectors.sources import register_all
+            from pipeline_stages._engine.session import build_session
+
+            session = build_session(
+                master=self._settings.spark_master, app_name="sluice-service", conf=self._conf()
+            )
+            try:
+                self._prepare_executors(session)
+            except ExecutorEnvironmentError:
+                session.stop()
+                raise
+            register_all(session)
+            session.streams.addListener(_make_listener(self._on_progress))
+            self._jvm_pid = int(session._jvm.java.lang.ProcessHandle.current().pid())
+            self._session = session
+            self._state = "ready"
+            log.info("Spark is ready (master %s)", self._settings.spark_master)
+        except ExecutorEnvironmentError as error:
+            self._error = str(error)[:1000]
+            self._fatal = True
+            self._state = "failed"
+            log.critical("Spark executors cannot run Sluice: %s", error)
+        except Exception as error:  # noqa: BLE001 - reported through state and EngineUnavailable
+            self._error = str(error).split("\n", 1)[0][:500]
+            self._state = "failed"
+            log.exception("Spark failed to start")
+        finally:
+            self._ready.set()
+
+    def _on_progress(self, query_id: str, progress: dict[str, Any]) -> None:
+        if self._callback is not None:
+            self._callback(query_id, progress)
+
+    def session(self) -> Any:
+        """The SparkSession, waiting for it to start.
+
+        Raises:
+            EngineUnavailable: When Spark failed to start or did not start in time.
+        """
+        if self._state in ("stopped", "failed"):
+            self.start()
+        if not self._ready.wait(self._settings.engine_start_timeout_seconds):
+            raise EngineUnavailable("Spark is still starting; retry in a moment")
+        if self._session is None:
+            raise EngineUnavailable(f"Spark failed to start: {self._error or 'unknown error'}")
+        return self._session
+
+    def driver_ids(self) -> dict[str, int]:
+        """This process and its JVM (for checkpoint lock files)."""
+        self.session()
+        return {"pid": os.getpid(), "jvmPid": self._jvm_pid}
+
+    def _compile(
+        self,
+        request: CompileRequest,
+        window_engine: str | None = None,
+        window_buckets: int | None = None,
+    ) -> tuple[Any, list[Problem]]:
+        from pipeline_stages import parse_pipeline
+        from pipeline_stages._engine.plan import compile_pipeline
+        from pipeline_stages._stream.context import CompileContext, ConnectionInfo
+
+        spark = self.session()
+        ctx = CompileContext(
+            spark=spark,
+            processor_name=request.name,
+            problems=ProblemCollector(),
+            has_dlq=request.has_dlq,
+            connections={
+                name: ConnectionInfo(c.name, c.type, c.config)
+                for name, c in request.connections.items()
+            },
+            data_dir=str(self._settings.data_dir),
+            window_engine=window_engine,
+            window_buckets=window_buckets,
+        )
+        with self._compile_lock:
+            compiled = compile_pipeline(parse_pipeline(request.pipeline), ctx)
+        return compiled, list(ctx.problems.warnings)
+
+    def check(self, request: CompileRequest) -> list[Problem]:
+        """Compile without starting; returns the compiler's warnings."""
+        _, warnings = self._compile(request)
+        return warnings
+
+    def launch(self, request: RunRequest) -> SparkQueryHandle:
+        """Compile the pipeline (on its checkpoint's window engine and bucket count) and start
+        its query."""
+        from pipeline_stages._engine.session import start_query
+        from pipeline_stages._windowing.batch.engine import ENGINE_CONF
+        from pipeline_stages._windowing.spark.compile import conf_bucket_count
+        from service.runtime.window_pins import (
+            WINDOW_STATE_DIR,
+            checkpoint_buckets,
+            checkpoint_engine,
+        )
+
+        configured = self.session().conf.get(ENGINE_CONF, "operator") or "operator"
+        engine = checkpoint_engine(request.checkpoint_dir, configured)
+        buckets = checkpoint_buckets(request.checkpoint_dir, conf_bucket_count(self.session()))
+        compiled, _ = self._compile(request.compile, window_engine=engine, window_buckets=buckets)
+        request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        sink = compiled.foreach_batch(
+            request.writer,
+            processor=request.compile.name,
+            # The batch window engine's state: the driver's, so always local.
+            state_dir=str(request.checkpoint_dir / WINDOW_STATE_DIR),
+        )
+        writer = (
+            compiled.envelopes.writeStream.queryName(f"sluice_{request.processor_id}")
+            .foreachBatch(sink)
+            .option("checkpointLocation", self.checkpoint_location(request))
+            .trigger(processingTime=self._settings.trigger_interval)
+        )
+        query = start_query(writer, self.session(), idle_batches=compiled.runs_when_idle)
+        return SparkQueryHandle(query, sink)
+
+    def checkpoint_location(self, request: RunRequest) -> str:
+        """Where Spark checkpoints a run: the local directory, or the same relative path
+        under `SLUICE_CHECKPOINT_ROOT` when that is a Hadoop URI."""
+        uri = self._settings.spark_checkpoint_uri
+        if uri is None:
+            return str(request.checkpoint_dir)
+        relative = request.checkpoint_dir.relative_to(self._settings.checkpoint_root)
+        return f"{uri}/{relative.as_posix()}"
+
+    def shutdown(self) -> None:
+        """Stop the session (the manager stopped the queries already)."""
+        session, self._session = self._session, None
+        self._state = "stopped"
+        if session is not None:
+            try:
+                session.stop()
+            except Exception as error:  # noqa: BLE001 - shutting down anyway
+                log.warning("stopping Spark: %s", str(error).split("\n", 1)[0])

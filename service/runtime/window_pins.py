@@ -1,0 +1,93 @@
+"""The window engine a processor's checkpoint runs on, and the operator's bucket count: the
+ones it started with.
+
+The operator keeps open windows and the watermark in Spark's state store; the batch engine
+(`spark.sluice.window.engine=batch`, `pipeline_stages/_windowing/batch/engine.py`) keeps them in
+`WINDOW_STATE_DIR` beside the checkpoint. Neither can resume the other's state: a checkpoint
+resumed on the other engine would carry on with no open windows and no watermark, silently.
+So the engine is decided when a checkpoint starts, from the Spark conf, and recorded in the
+checkpoint (`PIN_FILE`). Changing the conf later applies to new processors and to fresh
+starts (a new generation has a new checkpoint), never to a checkpoint being resumed.
+
+A checkpoint written before the record existed is read for evidence: batch-engine state
+means the batch engine; Spark offsets without it mean the operator, the default then. With
+the Spark checkpoint on a cluster file system (`SLUICE_CHECKPOINT_ROOT`) the offsets are not
+local, so such a checkpoint without batch-engine state takes the conf's engine.
+
+The bucket count (`spark.sluice.window.buckets`) is recorded the same way (`BUCKETS_FILE`).
+The operator sends a group's rows to bucket `hash(key) mod P` and keeps the group's partial
+state in that bucket: resumed with another P, a window's groups would go on in new buckets
+while their partials stayed in the old ones, emitted in two halves, or never when their old
+bucket gets no rows any more.
+A checkpoint written before this record takes the conf's count (nothing in it says).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline_stages._windowing.batch.engine import ENGINES
+
+#: The engine recorded in a processor's checkpoint directory.
+PIN_FILE = "sluice-window-engine"
+#: Where the batch engine keeps its state, inside the processor's checkpoint directory (the
+#: driver's disk, even when Spark checkpoints to a cluster file system).
+WINDOW_STATE_DIR = "sluice-window-state"
+#: The operator's bucket count recorded in a processor's checkpoint directory.
+BUCKETS_FILE = "sluice-window-buckets"
+
+
+class EnginePinError(ValueError):
+    """The recorded engine (or bucket count) is not one Sluice can run."""
+
+
+def checkpoint_engine(checkpoint_dir: Path, configured: str) -> str:
+    """The engine to run `checkpoint_dir` on, recorded there on its first start.
+
+    `configured` is the Spark conf's engine; one Sluice does not know is returned unrecorded,
+    for the compiler to report."""
+    pin = checkpoint_dir / PIN_FILE
+    if pin.exists():
+        recorded = pin.read_text(encoding="utf-8").strip()
+        if recorded not in ENGINES:
+            raise EnginePinError(
+                f"{pin} records the window engine {recorded!r}; "
+                f"it must be one of {', '.join(ENGINES)}"
+            )
+        return recorded
+    engine = _evidence(checkpoint_dir) or configured
+    if engine in ENGINES:
+        _record(pin, engine)
+    return engine
+
+
+def checkpoint_buckets(checkpoint_dir: Path, configured: int) -> int:
+    """The operator's bucket count for `checkpoint_dir`, recorded there on its first start
+    (`configured`: the Spark conf's count)."""
+    pin = checkpoint_dir / BUCKETS_FILE
+    if not pin.exists():
+        _record(pin, str(configured))
+        return configured
+    recorded = pin.read_text(encoding="utf-8").strip()
+    if not recorded.isdigit() or int(recorded) < 1:
+        raise EnginePinError(
+            f"{pin} records the window bucket count {recorded!r}; it must be a positive integer"
+        )
+    return int(recorded)
+
+
+def _record(pin: Path, value: str) -> None:
+    """Write `pin` atomically (a crash leaves no half-written record)."""
+    pin.parent.mkdir(parents=True, exist_ok=True)
+    written = pin.with_name(f".{pin.name}.tmp")
+    written.write_text(value + "\n", encoding="utf-8")
+    written.replace(pin)
+
+
+def _evidence(checkpoint_dir: Path) -> str | None:
+    """The engine an unrecorded checkpoint was written by, if it shows."""
+    if any((checkpoint_dir / WINDOW_STATE_DIR).glob("*.state")):
+        return "batch"
+    if any((checkpoint_dir / "offsets").glob("*")):
+        return "operator"
+    return None

@@ -1,0 +1,1 @@
+"""Request and response bodies of the REST API (the template ladder: `XCreate`, `XPublic`, `XsPublic`)."""

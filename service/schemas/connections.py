@@ -1,0 +1,121 @@
+"""Connection bodies: a tagged union on `type` (Atlas `StreamsConnection`).
+
+Types: `Kafka` (bootstrapServers, security, authentication, config), `Cluster` (a MongoDB
+URI), `HttpIngest` (records posted to `/ingest/{name}`), `Sample` (the solar generator at
+`rate` documents/s) and `File` (a directory). Secrets (passwords, URI passwords, anything
+`redact` recognises) are stored for the engine but never returned.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from service.schemas.processors import Name
+
+_Text = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+
+class _Connection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+
+    def stored_config(self) -> dict[str, Any]:
+        """What the store keeps besides name and type (secrets included)."""
+        return self.model_dump(exclude={"name", "type"}, exclude_none=True)
+
+
+class KafkaSecurity(BaseModel):
+    """`security`: the Kafka security protocol."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+
+
+class KafkaAuthentication(BaseModel):
+    """`authentication`: SASL mechanism and credentials (the password is write-only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+    username: _Text | None = None
+    password: _Text | None = None
+
+
+class KafkaConnectionCreate(_Connection):
+    """A Kafka cluster."""
+
+    type: Literal["Kafka"]
+    bootstrapServers: _Text
+    security: KafkaSecurity | None = None
+    authentication: KafkaAuthentication | None = None
+    config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class ClusterConnectionCreate(_Connection):
+    """A MongoDB deployment (for `$merge`, DLQs and change streams)."""
+
+    type: Literal["Cluster"]
+    uri: Annotated[str, StringConstraints(pattern=r"^mongodb(\+srv)?://\S+$", max_length=4096)]
+
+
+class HttpIngestConnectionCreate(_Connection):
+    """Records posted to `POST /api/v1/ingest/{name}`."""
+
+    type: Literal["HttpIngest"]
+
+
+class SampleConnectionCreate(_Connection):
+    """Atlas's generated solar stream at `rate` documents per second."""
+
+    type: Literal["Sample"]
+    rate: Annotated[float, Field(gt=0, le=100_000)] = 10
+
+
+class FileConnectionCreate(_Connection):
+    """A directory of files (absolute path, no `..`)."""
+
+    type: Literal["File"]
+    directory: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+    @field_validator("directory")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if "\x00" in value or not value.startswith("/"):
+            raise ValueError("directory must be an absolute path")
+        if posixpath.normpath(value) != value.rstrip("/") and value != "/":
+            raise ValueError("directory must be normalised (no '.', '..' or '//')")
+        return value
+
+
+ConnectionCreate = Annotated[
+    KafkaConnectionCreate
+    | ClusterConnectionCreate
+    | HttpIngestConnectionCreate
+    | SampleConnectionCreate
+    | FileConnectionCreate,
+    Field(discriminator="type"),
+]
+
+
+class ConnectionPublic(BaseModel):
+    """A connection as the API returns it: secrets removed, the rest of the config inline."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    type: str
+    builtIn: bool = False
+    createdAt: datetime | None = None
+
+
+class ConnectionsPublic(BaseModel):
+    """A page of connections (built-in ones first)."""
+
+    results: list[ConnectionPublic]
+    totalCount: int

@@ -1,0 +1,249 @@
+"""Request and response bodies (the template ladder: `XCreate`, `XPublic`, `XsPublic`).
+
+Shapes follow the Atlas Admin API (`StreamsProcessor`, `StreamsProcessorWithStats`,
+`StreamsConnection`) with Atlas's camelCase names. Pipelines are passed through as parsed
+JSON: Python's `json` keeps key order and `10` vs `10.0`, and the store keeps the text, so
+both survive end to end (atlas-semantics.md §2). Connection bodies are in
+`service.schemas.connections`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+#: Processor and connection names: safe in URLs, file names and Spark query names.
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+DbName = Annotated[
+    str, StringConstraints(min_length=1, max_length=63, pattern=r'^[^/\\. "$\x00]+$')
+]
+CollName = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^$\x00]+$")]
+
+
+#: MongoDB documents nest at most 100 levels; pipelines (BSON documents in Atlas) too.
+MAX_NESTING = 100
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply objects and arrays nest in a JSON value (a scalar is 0); no recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+        else:
+            deepest = max(deepest, depth)
+            continue
+        deepest = max(deepest, depth + 1)
+    return deepest
+
+
+def _shallow_enough(pipeline: list[Any]) -> list[Any]:
+    if nesting_depth(pipeline) > MAX_NESTING:
+        raise ValueError(f"the pipeline nests deeper than {MAX_NESTING} levels (MongoDB's limit)")
+    return pipeline
+
+
+Pipeline = Annotated[
+    list[Any],
+    Field(min_length=1, description="Atlas pipeline stages."),
+    AfterValidator(_shallow_enough),
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=False)
+
+
+class ProblemOut(BaseModel):
+    """One problem: a stable code, a JSON-pointer path, a message."""
+
+    code: str
+    path: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error response (Atlas `ApiError` plus the problem list)."""
+
+    error: int = Field(description="The HTTP status code.")
+    errorCode: str = Field(description="Stable error identifier, e.g. PROCESSOR_NOT_FOUND.")
+    reason: str
+    detail: str
+    problems: list[ProblemOut] = Field(default_factory=list)
+    warnings: list[ProblemOut] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- processors
+
+
+class DlqTarget(_Body):
+    """`options.dlq`: where DLQ records go (a `local` or `Cluster` connection)."""
+
+    connectionName: Name
+    db: DbName
+    coll: CollName
+
+
+class NoDlq(_Body):
+    """`{}`: remove the DLQ (`modify({dlq: {}})`)."""
+
+
+class ProcessorOptions(_Body):
+    """Options of a processor."""
+
+    dlq: DlqTarget | None = None
+
+
+class ModifyOptions(_Body):
+    """Options of a modify: a new DLQ (or `{}` to remove it) and `resumeFromCheckpoint`."""
+
+    dlq: DlqTarget | NoDlq | None = None
+    resumeFromCheckpoint: bool = True
+
+
+class ProcessorCreate(_Body):
+    """`POST /processors`."""
+
+    name: Name
+    pipeline: Pipeline
+    options: ProcessorOptions = Field(default_factory=ProcessorOptions)
+
+
+class ProcessorModify(_Body):
+    """`PATCH /processors/{name}`: only while the processor is not started (§7.4)."""
+
+    name: Name | None = None
+    pipeline: Pipeline | None = None
+    options: ModifyOptions = Field(default_factory=ModifyOptions)
+
+
+class StartRequest(_Body):
+    """Optional body of `:start` (Atlas `:startWith`)."""
+
+    resumeFromCheckpoint: bool = True
+
+
+class ProcessorErrorOut(BaseModel):
+    """Why a processor failed."""
+
+    code: str
+    message: str
+
+
+class OperatorStats(BaseModel):
+    """Per-operator stats (verbose); fields Sluice cannot measure are omitted."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    dlqMessageCount: int = 0
+    dlqMessageSize: int | float = 0
+
+
+def _omit_none(value: object) -> bool:
+    return value is None
+
+
+class ProcessorStats(BaseModel):
+    """Atlas's `stats` (§7.5). Sizes are in bytes divided by `scaleFactor`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    processorId: str
+    status: str
+    scaleFactor: int = 1
+    inputMessageCount: int = 0
+    inputMessageSize: int | float = 0
+    outputMessageCount: int = 0
+    outputMessageSize: int | float = 0
+    dlqMessageCount: int = 0
+    dlqMessageSize: int | float = 0
+    stateSize: int | float = 0
+    watermark: dict[str, str] | None = Field(
+        default=None, description='Relaxed Extended JSON date: {"$date": "..."}'
+    )
+    lastStateChange: datetime
+    operatorStats: list[OperatorStats] | None = Field(
+        default=None, exclude_if=_omit_none, description="Verbose only."
+    )
+    lastBatch: dict[str, Any] | None = Field(
+        default=None, exclude_if=_omit_none, description="Verbose only: Spark's last micro-batch."
+    )
+
+
+class ProcessorPublic(BaseModel):
+    """`StreamsProcessorWithStats`."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str = Field(alias="_id")
+    name: str
+    pipeline: list[Any]
+    options: dict[str, Any]
+    state: Literal["CREATED", "STARTED", "STOPPED", "FAILED"]
+    error: ProcessorErrorOut | None = None
+    stats: ProcessorStats
+    createdAt: datetime
+    lastStateChange: datetime
+    warnings: list[ProblemOut] = Field(
+        default_factory=list, description="Lint warnings of the pipeline (create and modify)."
+    )
+
+
+class ProcessorsPublic(BaseModel):
+    """A page of processors."""
+
+    results: list[ProcessorPublic]
+    totalCount: int
+
+
+class SampleMessages(BaseModel):
+    """Recent output documents and DLQ messages (`{_dlqMessage: ...}`), oldest first."""
+
+    messages: list[dict[str, Any]]
+    cursorId: str | None = Field(
+        default=None, description="Pass as `after` to get only newer messages."
+    )
+
+
+class DlqPage(BaseModel):
+    """A page of DLQ documents, by `dlqTime`."""
+
+    results: list[dict[str, Any]]
+    totalCount: int
+
+
+class DlqPurged(BaseModel):
+    """How many DLQ documents were deleted."""
+
+    deletedCount: int
+
+
+# --------------------------------------------------------------------------- ingest, health
+
+
+class IngestAccepted(BaseModel):
+    """`POST /ingest/{connection}`: records appended durably (fsync) to the spool."""
+
+    accepted: int
+    invalid: int = Field(description="Records that are not JSON objects (they go to the DLQ).")
+    firstSeq: int | None = None
+    lastSeq: int | None = None
+
+
+class Health(BaseModel):
+    """`GET /healthz`."""
+
+    status: Literal["ok"]
+    engine: Literal["stopped", "starting", "ready", "failed"]
+    version: str
+    engineError: str | None = None  # noqa: N815 - JSON field name
