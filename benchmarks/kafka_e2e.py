@@ -37,7 +37,7 @@ from pipeline_stages._base import ProblemCollector  # noqa: E402
 from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink  # noqa: E402
 from pipeline_stages._connectors.sources import register_all  # noqa: E402
 from pipeline_stages._engine.plan import compile_pipeline  # noqa: E402
-from pipeline_stages._engine.sink import BatchResult  # noqa: E402
+from pipeline_stages._stream.batch import BatchResult  # noqa: E402
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo  # noqa: E402
 from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink  # noqa: E402
 from service.stores import Stores, open_stores  # noqa: E402

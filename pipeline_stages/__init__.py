@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Annotated, Any, Union
@@ -57,6 +56,7 @@ from pipeline_stages._base import (
     describe,
     join_path,
 )
+from pipeline_stages._entry import Placement, StageEntry, bind_entry, entry_of, key_of
 from pipeline_stages._problems import ATLAS_CONTEXT, problems_from_validation_error
 from pipeline_stages._windowing.stage_fields import WindowSpecBase, inner_pipeline_problems
 
@@ -69,49 +69,17 @@ __all__ = [
     "Stage",
     "StageEntry",
     "check_options",
+    "key_of",
     "lint_pipeline",
     "parse_pipeline",
     "parse_stage",
 ]
 
 
-class Placement(StrEnum):
-    """Where a stage may appear (atlas-semantics.md §2)."""
-
-    MAIN = "main"
-    WINDOW = "window"
-    BOTH = "both"
-
-
-@dataclass(frozen=True)
-class StageEntry:
-    """One registered stage: its Atlas key, module, spec class and placement."""
-
-    key: str
-    module: ModuleType
-    spec: type[StageModel]
-    placement: Placement
-
-    @property
-    def operator_name(self) -> str | None:
-        """The Atlas operator name used in DLQ records (None for window stages)."""
-        return getattr(self.module, "OPERATOR_NAME", None)
-
-    @property
-    def in_main(self) -> bool:
-        """Whether the stage may appear in the main pipeline."""
-        return self.placement is not Placement.WINDOW
-
-    @property
-    def in_window(self) -> bool:
-        """Whether the stage may appear in a window's inner pipeline."""
-        return self.placement is not Placement.MAIN
-
-
 def _entry(
     module: ModuleType, spec: type[StageModel], placement: Placement
 ) -> tuple[str, StageEntry]:
-    return module.KEY, StageEntry(module.KEY, module, spec, placement)
+    return module.KEY, bind_entry(StageEntry(module.KEY, module, spec, placement))
 
 
 REGISTRY: dict[str, StageEntry] = dict(
@@ -156,8 +124,6 @@ KNOWN_UNSUPPORTED: Mapping[str, str] = {
     "$cachedLookup": "cached lookups against Atlas collections are not available in Sluice yet",
     **dict.fromkeys(("$bucket", "$bucketAuto", "$changeStream", "$collStats", "$densify", "$documents", "$facet", "$fill", "$geoNear", "$graphLookup", "$indexStats", "$out", "$sample", "$search", "$searchMeta", "$setWindowFields", "$skip", "$sortByCount", "$unionWith", "$vectorSearch"), "it is a MongoDB aggregation stage that Atlas Stream Processing does not support"),
 }  # fmt: skip
-
-_KEY_BY_SPEC: dict[type[StageModel], str] = {e.spec: e.key for e in REGISTRY.values()}
 
 
 # --------------------------------------------------------------------------- the Stage union
@@ -225,11 +191,6 @@ del _entry_
 _STAGE_ADAPTER: TypeAdapter[StageModel] = TypeAdapter(Stage)
 
 
-def key_of(spec: StageModel) -> str:
-    """The Atlas key of a spec instance (`TumblingWindowSpec(...)` → `"$tumblingWindow"`)."""
-    return _KEY_BY_SPEC[type(spec)]
-
-
 # --------------------------------------------------------------------------- parsed pipeline
 
 
@@ -248,7 +209,7 @@ class ParsedStage:
     @property
     def entry(self) -> StageEntry:
         """The registry entry of the stage."""
-        return REGISTRY[self.key]
+        return entry_of(self.spec)
 
     @property
     def operator_name(self) -> str | None:

@@ -6,6 +6,7 @@ side of a stage lives in its module's `compile` function and in `pipeline_stages
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -177,8 +178,6 @@ class WarningCode(StrEnum):
 
 def describe(value: Any, *, limit: int = 80) -> str:
     """A short JSON rendering of a received value for error messages; never raises."""
-    import json
-
     try:
         text = json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
@@ -276,3 +275,34 @@ def field_name_problem(name: str, *, dotted: bool) -> str | None:
     if dotted and "" in name.split("."):
         return f"field path {describe(name)} must not contain an empty path segment"
     return None
+
+
+# --------------------------------------------------------------------------- field paths
+
+#: How a `$project` value acts: a flag, an expression, `$meta`, or a sub-projection.
+ProjectionKind = Literal["include", "exclude", "computed", "meta", "nested"]
+
+
+def classify(value: Any) -> ProjectionKind:
+    """How a projection value acts: a flag, a sub-projection or an expression."""
+    if isinstance(value, bool | int | float):
+        return "include" if value else "exclude"
+    if isinstance(value, dict) and value:
+        first = next(iter(value))
+        if first == "$meta":
+            return "meta"
+        return "computed" if first.startswith("$") else "nested"
+    return "computed"
+
+
+def path_collisions(paths: list[str]) -> list[tuple[str, str]]:
+    """`(path, earlier)` pairs where one path equals or is a dotted prefix of an earlier one."""
+    seen: list[str] = []
+    found: list[tuple[str, str]] = []
+    for path in paths:
+        for earlier in seen:
+            if path == earlier or path.startswith(earlier + ".") or earlier.startswith(path + "."):
+                found.append((path, earlier))
+                break
+        seen.append(path)
+    return found

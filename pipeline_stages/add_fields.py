@@ -10,24 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline_stages._base import BodySpec, ProblemCode, describe, field_name_problem
+from pipeline_stages._base import (
+    BodySpec,
+    ProblemCode,
+    describe,
+    field_name_problem,
+    join_path,
+    path_collisions,
+)
 from pipeline_stages._problems import ErrorList
 
 KEY = "$addFields"
 OPERATOR_NAME = "AddFieldsOperator"
-
-
-def path_collisions(paths: list[str]) -> list[tuple[str, str]]:
-    """`(path, earlier)` pairs where one path equals or is a dotted prefix of an earlier one."""
-    seen: list[str] = []
-    found: list[tuple[str, str]] = []
-    for path in paths:
-        for earlier in seen:
-            if path == earlier or path.startswith(earlier + ".") or earlier.startswith(path + "."):
-                found.append((path, earlier))
-                break
-        seen.append(path)
-    return found
 
 
 def field_map_errors(raw: Any, errors: ErrorList, *, what: str) -> None:
@@ -71,7 +65,6 @@ class AddFieldsSpec(BodySpec):
 
 def compile(spec: AddFieldsSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Set every field of healthy documents; an expression error sends the document to the DLQ."""
-    from pipeline_stages._base import join_path
     from pipeline_stages._stream.stateless import compile_add_fields
 
     return compile_add_fields(spec.fields, frame, ctx, join_path(path, KEY), operator=OPERATOR_NAME)

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline_stages._base import Offset
+from pipeline_stages._windowing.runtime.config import FixedGeometry
 from pipeline_stages._windowing.stage_fields import (
     BoundedWindowSpecBase,
     IntervalDuration,
@@ -49,7 +50,6 @@ class HoppingWindowSpec(BoundedWindowSpecBase):
 
 def compile(spec: HoppingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Compile the window into the Spark window operator (`_engine.window_compile`)."""
-    from pipeline_stages._windowing.runtime.config import FixedGeometry
     from pipeline_stages._windowing.spark.compile import compile_window
 
     timing = spec.geometry()

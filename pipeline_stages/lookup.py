@@ -25,6 +25,7 @@ from pipeline_stages._base import (
     custom_error,
     describe,
     field_name_problem,
+    join_path,
 )
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
 
@@ -95,8 +96,6 @@ class LookupSpec(CheckedSpec):
 
 def compile(spec: LookupSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001, ARG001
     """Refused: Sluice parses `$lookup` but cannot execute it yet (never silently ignored)."""
-    from pipeline_stages._base import ProblemCode, join_path
-
     ctx.problems.error(
         join_path(path, KEY),
         ProblemCode.UNSUPPORTED_OPTION,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pipeline_stages._base import BodySpec, ProblemCode, describe
+from pipeline_stages._base import BodySpec, ProblemCode, describe, join_path
 from pipeline_stages._problems import ErrorList, Loc
 
 KEY = "$match"
@@ -66,7 +66,6 @@ class MatchSpec(BodySpec):
 
 def compile(spec: MatchSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Keep healthy documents matching the filter; evaluation errors go to the DLQ."""
-    from pipeline_stages._base import join_path
     from pipeline_stages._mql.query.compile import compile_filter
 
     scope = frame.scope()

@@ -17,26 +17,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pipeline_stages._base import BodySpec, ProblemCode, describe, field_name_problem
+from pipeline_stages._base import (
+    BodySpec,
+    ProblemCode,
+    ProjectionKind,
+    classify,
+    describe,
+    field_name_problem,
+    join_path,
+    path_collisions,
+)
 from pipeline_stages._problems import ErrorList, Loc
-from pipeline_stages.add_fields import path_collisions
 
 KEY = "$project"
 OPERATOR_NAME = "ProjectOperator"
 
-Kind = Literal["include", "exclude", "computed", "meta", "nested"]
-
-
-def classify(value: Any) -> Kind:
-    """How a projection value acts: a flag, a sub-projection or an expression."""
-    if isinstance(value, bool | int | float):
-        return "include" if value else "exclude"
-    if isinstance(value, dict) and value:
-        first = next(iter(value))
-        if first == "$meta":
-            return "meta"
-        return "computed" if first.startswith("$") else "nested"
-    return "computed"
+Kind = ProjectionKind
 
 
 @dataclass
@@ -144,7 +140,6 @@ def _first_mode(body: dict[str, Any], *, top: bool) -> str | None:
 
 def compile(spec: ProjectSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Reshape healthy documents; a failing computed field sends the document to the DLQ."""
-    from pipeline_stages._base import join_path
     from pipeline_stages._stream.stateless import apply_document, project_document
 
     body = join_path(path, KEY)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline_stages._base import BodySpec
+from pipeline_stages._base import BodySpec, join_path
 
 KEY = "$redact"
 OPERATOR_NAME = "RedactOperator"
@@ -39,7 +39,6 @@ def compile(spec: RedactSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: 
     """
     from pyspark.sql import functions as F
 
-    from pipeline_stages._base import join_path
     from pipeline_stages._mql import values as V
     from pipeline_stages._mql.expressions import compile_expression
     from pipeline_stages._stream.frame import failure_reason

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from pipeline_stages._base import StageModel
+from pipeline_stages._base import StageModel, join_path
 
 KEY = "$replaceRoot"
 OPERATOR_NAME = "ReplaceRootOperator"
@@ -25,7 +25,6 @@ class ReplaceRootSpec(StageModel):
 
 def compile(spec: ReplaceRootSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Replace healthy documents by `newRoot`; non-object results go to the DLQ."""
-    from pipeline_stages._base import join_path
     from pipeline_stages._stream.stateless import apply_document, replace_root
 
     body = join_path(path, KEY, "newRoot")

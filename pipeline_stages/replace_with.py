@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline_stages._base import BodySpec
+from pipeline_stages._base import BodySpec, join_path
 
 KEY = "$replaceWith"
 OPERATOR_NAME = "ReplaceRootOperator"
@@ -26,7 +26,6 @@ class ReplaceWithSpec(BodySpec):
 
 def compile(spec: ReplaceWithSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """`$replaceWith` is `$replaceRoot` with the expression as the whole body."""
-    from pipeline_stages._base import join_path
     from pipeline_stages._stream.stateless import apply_document, replace_root
 
     body = join_path(path, KEY)

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from pipeline_stages._base import ProblemCode, custom_error, describe
+from pipeline_stages._windowing.runtime import config as window_config
 from pipeline_stages._windowing.stage_fields import BoundedWindowSpecBase, PositiveDuration
 
 KEY = "$sessionWindow"
@@ -65,7 +66,6 @@ class SessionWindowSpec(BoundedWindowSpecBase):
 
 def compile(spec: SessionWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Compile the window into the Spark window operator (`_engine.window_compile`)."""
-    from pipeline_stages._windowing.runtime import config as window_config
     from pipeline_stages._windowing.spark.compile import compile_window
 
     geometry = window_config.SessionGeometry(gap_ms=spec.gap.ms)

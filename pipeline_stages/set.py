@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline_stages._base import join_path
 from pipeline_stages.add_fields import AddFieldsSpec
 
 KEY = "$set"
@@ -24,7 +25,6 @@ class SetSpec(AddFieldsSpec):
 
 def compile(spec: SetSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Set every field of healthy documents; an expression error sends the document to the DLQ."""
-    from pipeline_stages._base import join_path
     from pipeline_stages._stream.stateless import compile_add_fields
 
     return compile_add_fields(spec.fields, frame, ctx, join_path(path, KEY), operator=OPERATOR_NAME)

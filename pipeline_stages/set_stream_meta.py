@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline_stages._base import BodySpec, ProblemCode, describe, field_name_problem
+from pipeline_stages._base import BodySpec, ProblemCode, describe, field_name_problem, join_path
 from pipeline_stages._problems import ErrorList
 
 KEY = "$setStreamMeta"
@@ -59,7 +59,6 @@ class SetStreamMetaSpec(BodySpec):
 
 def compile(spec: SetStreamMetaSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Set custom stream metadata (`{$meta: "stream.<field>"}`); errors go to the DLQ."""
-    from pipeline_stages._base import join_path
     from pipeline_stages._mql.expressions import compile_expression
     from pipeline_stages._mql.ops.common import first_error
     from pipeline_stages._mql.ops.paths import set_field

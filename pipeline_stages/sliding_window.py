@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from pipeline_stages._windowing.runtime import config as window_config
 from pipeline_stages._windowing.stage_fields import (
     THREE_SECONDS,
     Grace,
@@ -72,7 +73,6 @@ class SlidingWindowSpec(WindowSpecBase):
 
 def compile(spec: SlidingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Compile the window into the Spark window operator (`_engine.window_compile`)."""
-    from pipeline_stages._windowing.runtime import config as window_config
     from pipeline_stages._windowing.spark.compile import compile_window
 
     geometry = window_config.SlidingGeometry(time_difference_ms=spec.time_difference.ms)

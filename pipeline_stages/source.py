@@ -27,6 +27,8 @@ implemented), `schemaRegistry` (Avro; Sluice reads JSON/EJSON only), the Kinesis
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -42,6 +44,7 @@ from pipeline_stages._base import (
     field_name_problem,
     join_path,
 )
+from pipeline_stages._connectors.sources.spool import Spool
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
 
 KEY = "$source"
@@ -259,9 +262,6 @@ def _source_type(connection: Any) -> str:
 
 
 def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None]:
-    import json
-    import time
-
     from pipeline_stages._connectors.sources import documents, sample_solar
 
     reader = ctx.spark.readStream
@@ -338,7 +338,6 @@ def _read_http_ingest(spec: SourceSpec, ctx: Any, connection: Any) -> Any:
     ephemeral run) the start is the spool's end now.
     """
     from pipeline_stages._connectors.sources import http_ingest
-    from service.stores.spool import Spool
 
     earliest = spec.config.auto_offset_reset in ("earliest", "beginning", "smallest")
     start = connection.config.get("startSeq")
@@ -361,8 +360,6 @@ def _read_http_ingest(spec: SourceSpec, ctx: Any, connection: Any) -> Any:
 
 def _empty_stream(ctx: Any) -> Any:
     """A placeholder stream so compilation can go on collecting problems."""
-    import json
-
     from pipeline_stages._connectors.sources import documents
 
     return ctx.spark.readStream.format(documents.FORMAT).option("documents", json.dumps([])).load()

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline_stages._base import Offset
+from pipeline_stages._windowing.runtime.config import FixedGeometry
 from pipeline_stages._windowing.stage_fields import (
     BoundedWindowSpecBase,
     IntervalDuration,
@@ -49,7 +50,6 @@ class TumblingWindowSpec(BoundedWindowSpecBase):
 
 def compile(spec: TumblingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
     """Compile as a hopping window whose hop is its interval (one window code path)."""
-    from pipeline_stages._windowing.runtime.config import FixedGeometry
     from pipeline_stages._windowing.spark.compile import compile_window
 
     timing = spec.geometry()

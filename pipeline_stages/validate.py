@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from pipeline_stages._base import StageModel
+from pipeline_stages._base import StageModel, join_path
 from pipeline_stages._problems import ErrorList
 from pipeline_stages.match import filter_errors
 
@@ -50,7 +50,6 @@ def compile(spec: ValidateSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa
     """
     from pyspark.sql import functions as F
 
-    from pipeline_stages._base import join_path
     from pipeline_stages._mql.query.compile import compile_filter
 
     scope = frame.scope()

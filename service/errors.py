@@ -48,6 +48,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pipeline_stages._base import Problem, escape_pointer_token
+from service.stores import (
+    AlreadyExists,
+    Conflict,
+    InvalidDocument,
+    InvalidQuery,
+    NotFound,
+    StoreError,
+)
 
 log = logging.getLogger("sluice.service")
 
@@ -233,8 +241,6 @@ class StoreUnavailable(SluiceError):
 
 def from_store_error(error: Exception) -> SluiceError:
     """The API error for a store error that no manager method translated."""
-    from service.stores import AlreadyExists, Conflict, InvalidDocument, InvalidQuery, NotFound
-
     detail = getattr(error, "message", None) or str(error).split("\n", 1)[0][:500]
     problems = [Problem(error.code, error.path, detail)] if hasattr(error, "code") else []
     family: type[SluiceError]
@@ -325,8 +331,6 @@ def install_handlers(app: FastAPI) -> None:
         return JSONResponse(error.body(), status_code=int(error.status))
 
     from pymongo.errors import PyMongoError
-
-    from service.stores import StoreError
 
     for family in (StoreError, PyMongoError, sqlite3.Error):
         app.add_exception_handler(family, _store)

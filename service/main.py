@@ -7,6 +7,7 @@ shutdown (SIGTERM/SIGINT), stops every query cleanly before Spark.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import Services, require_api_key
 from service.api.routes import connections, dlq, ingest, processors, system
+from service.api.routes.system import VERSION
 from service.auth import ApiKeyChecker, accepted_keys
 from service.config.settings import Settings
 from service.errors import error_body, install_handlers
@@ -25,6 +27,7 @@ from service.manager.connections import ConnectionRegistry
 from service.manager.ingest import IngestService
 from service.manager.processors import ProcessorManager
 from service.runtime.engine import Engine
+from service.runtime.spark_engine import SparkEngine
 from service.stores import Spool, Stores, open_stores
 
 API_PREFIX = "/api/v1"
@@ -88,8 +91,6 @@ class BodyLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        import json
-
         body = json.dumps(
             error_body(
                 413, "PAYLOAD_TOO_LARGE", f"request bodies are limited to {self.limit} bytes"
@@ -111,8 +112,6 @@ def _operation_id(route: APIRoute) -> str:
 def build_services(settings: Settings, *, engine: Engine | None, stores: Stores | None) -> Services:
     """Open the stores and build the manager and friends (Spark starts later, in `open`)."""
     if engine is None:
-        from service.runtime.spark_engine import SparkEngine
-
         engine = SparkEngine(settings)
     stores = stores or open_stores(settings.store_url, data_dir=settings.data_dir)
     registry = ConnectionRegistry(stores)
@@ -179,6 +178,4 @@ def create_app(
 
 
 def _version() -> str:
-    from service.api.routes.system import VERSION
-
     return VERSION

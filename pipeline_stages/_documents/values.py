@@ -32,6 +32,8 @@ from typing import Any, Final
 
 from bson import Int64, MaxKey, MinKey, ObjectId, Timestamp
 
+from pipeline_stages._documents.ejson import format_date
+
 
 class _Missing:
     """The MQL "missing" value: a field that does not exist (distinct from null)."""
@@ -201,40 +203,6 @@ def format_iso_date(value: datetime) -> str:
 # --------------------------------------------------------------------------- Extended JSON
 
 
-def from_ejson(data: Any) -> Any:
-    """Decode relaxed or canonical Extended JSON (already parsed by `json`) to MQL values."""
-    if isinstance(data, dict):
-        if len(data) == 1:
-            key, inner = next(iter(data.items()))
-            decoder = _EJSON_DECODERS.get(key)
-            if decoder is not None:
-                return decoder(inner)
-        return {k: from_ejson(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [from_ejson(v) for v in data]
-    return data
-
-
-def _decode_date(inner: Any) -> datetime:
-    if isinstance(inner, str):
-        return parse_iso_date(inner)
-    if isinstance(inner, dict) and "$numberLong" in inner:
-        return to_datetime_ms(int(inner["$numberLong"]))
-    if isinstance(inner, int | float) and not isinstance(inner, bool):
-        return to_datetime_ms(int(inner))
-    raise ValueError(f"invalid $date value: {inner!r}")
-
-
-_EJSON_DECODERS: Final[dict[str, Any]] = {
-    "$date": _decode_date,
-    "$oid": ObjectId,
-    "$numberLong": lambda s: Int64(int(s)),
-    "$numberInt": lambda s: int(s),
-    "$numberDouble": lambda s: float(s),
-    "$numberDecimal": lambda s: Decimal(s),
-}
-
-
 def to_ejson(value: Any) -> Any:
     """Encode MQL values as relaxed Extended JSON that `json.dumps` accepts.
 
@@ -258,7 +226,7 @@ def to_ejson(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [None if v is MISSING else to_ejson(v) for v in value]
     if isinstance(value, datetime):
-        return {"$date": format_iso_date(value)}
+        return {"$date": format_date(value)}
     if isinstance(value, ObjectId):
         return {"$oid": str(value)}
     if isinstance(value, Decimal):

@@ -24,6 +24,7 @@ from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sinks.plans import computed_names
 from pipeline_stages._connectors.sinks.targets import prepare_frame
 from pipeline_stages._engine.sink import ForeachBatchSink
+from pipeline_stages._entry import entry_of
 from pipeline_stages._stream.context import CompileContext, SourcePlan, WindowPlan
 from pipeline_stages._stream.envelope import envelope_from_frame, frame_from_envelope
 from pipeline_stages._stream.frame import StreamFrame
@@ -67,10 +68,8 @@ class CompiledPipeline:
 
 def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPipeline:
     """Compile every stage in order; raises `PipelineInvalid` with all problems found."""
-    from pipeline_stages import REGISTRY
-
     source_stage = parsed.stages[0]
-    source_plan: SourcePlan = REGISTRY[source_stage.key].module.compile(
+    source_plan: SourcePlan = entry_of(source_stage.spec).module.compile(
         source_stage.spec, ctx, source_stage.path
     )
     return compile_after_source(parsed, source_plan, ctx)
@@ -89,8 +88,6 @@ def compile_after_source(
     Tests substitute their own source here (`sources.scripted`); `test_clock` makes the window
     operator read processing time from the source's clock rows.
     """
-    from pipeline_stages import REGISTRY
-
     source_stage, *rest = parsed.stages
     ctx.window_source = _window_source(source_stage.spec, source_plan, test_clock, partitions)  # type: ignore[attr-defined]
     if any(stage.key in WINDOW_KEYS for stage in rest):
@@ -102,7 +99,7 @@ def compile_after_source(
     after_window: list[Any] = []
     ctx.window_ahead = any(stage.key in WINDOW_KEYS for stage in rest)
     for index, stage in enumerate(rest):
-        module = REGISTRY[stage.key].module
+        module = entry_of(stage.spec).module
         if stage.key in WINDOW_KEYS:
             ctx.window_ahead = False
         if stage.key in SINK_KEYS:
@@ -143,8 +140,6 @@ def _after_window(
     computed targets (`sink`: its compiled plan), compiled again on every batch's frame: the
     engine's results only exist in the driver. The streaming compile already reported their
     problems, so each batch compiles with a collector of its own."""
-    from pipeline_stages import REGISTRY
-
     stages = [*suffix, *later]
     if all(stage.key in SINK_KEYS for stage in stages) and not (sink and computed_names(sink)):
         return None
@@ -157,7 +152,7 @@ def _after_window(
             if stage.key in SINK_KEYS:
                 frame = prepare_frame(sink, frame, local, stage.path, key=stage.key)
             else:
-                module = REGISTRY[stage.key].module
+                module = entry_of(stage.spec).module
                 frame = module.compile(stage.spec, frame, local, stage.path)
         return envelope_from_frame(frame)
 

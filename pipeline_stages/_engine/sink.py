@@ -1,104 +1,28 @@
 """The `foreachBatch` sink: split envelopes into results, DLQ records and stats, then write.
 
-Writers receive whole micro-batches with their `batch_id`, so a writer can make a replayed
-batch idempotent (Spark replays the last batch after a crash with the same id and data).
-DLQ record ids are deterministic (processor, source position, operator), so a replay
-overwrites rather than duplicates.
+The batch's shape (`BatchResult`) and its ids are in `_stream.batch`; this module is the
+Spark side that collects a micro-batch and hands it to the processor's `BatchWriter`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from pyspark.sql import DataFrame
 
+from pipeline_stages._stream.batch import (
+    BatchResult,
+    BatchWriter,
+    Output,
+    dlq_record,
+    output_key,
+    sink_target,
+)
 from pipeline_stages._stream.envelope import KIND_DLQ
 from pipeline_stages._stream.frame import KIND_OUTPUT, KIND_STATS
-
-
-@dataclass(frozen=True)
-class Output:
-    """One emitted document: its JSON text and a deterministic id for idempotent sinks.
-
-    `target` holds the sink target names computed per document (`sinks.targets`), if any.
-    """
-
-    doc_json: str
-    key: str
-    target: dict[str, Any] | None = None
-
-
-@dataclass
-class BatchResult:
-    """What one micro-batch produced, in emission order."""
-
-    batch_id: int
-    outputs: list[Output] = field(default_factory=list)
-    dlq: list[dict[str, Any]] = field(default_factory=list)
-    stats: list[dict[str, Any]] = field(default_factory=list)
-    #: Emission order across outputs and DLQ records: ("out" | "dlq", index).
-    order: list[tuple[str, int]] = field(default_factory=list)
-
-
-class BatchWriter(Protocol):
-    """Where a processor's micro-batches go (stdout, the stores, Kafka, files…)."""
-
-    def write(self, batch: BatchResult) -> None:
-        """Write one micro-batch; must tolerate the same `batch_id` being written again."""
-
-
-def object_id(*parts: object) -> str:
-    """A deterministic 24-hex ObjectId-like id from the given parts."""
-    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
-    return digest[:24]
-
-
-def iso_millis(moment: datetime) -> str:
-    """Relaxed Extended JSON date text with millisecond precision."""
-    return (
-        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    )
-
-
-def dlq_record(row: Any, *, processor: str, now: datetime) -> dict[str, Any]:
-    """Atlas's DLQ document (§6.2) for one DLQ envelope row."""
-    meta = json.loads(row["meta"]) if row["meta"] else {}
-    record: dict[str, Any] = {
-        "_id": {"$oid": object_id(processor, row["part"], row["seq"], row["sub"], row["operator"])},
-        "_stream_meta": meta,
-        "errInfo": {"reason": row["reason"]},
-        "operatorName": row["operator"],
-    }
-    if row["doc"] is not None:
-        record["doc"] = json.loads(row["doc"])
-    record["processorName"] = processor
-    record["dlqTime"] = {"$date": iso_millis(now)}
-    if row["missed"] is not None:
-        record["missedWindowStartTimes"] = json.loads(row["missed"])
-    return record
-
-
-#: Where `sinks.targets` puts per-document sink target names in the row's metadata.
-SINK_TARGET_META = "__sluice_sink"
-
-
-def sink_target(meta_json: str | None) -> dict[str, Any] | None:
-    """The sink target names computed for a document (None when the sink has literal ones)."""
-    if not meta_json or SINK_TARGET_META not in meta_json:
-        return None
-    value = json.loads(meta_json).get(SINK_TARGET_META)
-    return value if isinstance(value, dict) else None
-
-
-def output_key(row: Any, processor: str) -> str:
-    """A deterministic id for an emitted document (window results: window and group key)."""
-    if row["window_start"] is not None:
-        return object_id(processor, "w", row["window_start"], row["window_key"])
-    return object_id(processor, "d", row["part"], row["seq"], row["sub"])
+from pipeline_stages._windowing.batch.pipelining import FoldPipeline
 
 
 class ForeachBatchSink:
@@ -124,8 +48,6 @@ class ForeachBatchSink:
         self.window = window
         self._folds: Any | None = None
         if window is not None and pipelined:
-            from pipeline_stages._windowing.batch.pipelining import FoldPipeline
-
             self._folds = FoldPipeline(window, self.write_envelopes)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:

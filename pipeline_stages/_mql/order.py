@@ -1,4 +1,4 @@
-"""MQL truthiness and cross-type ordering (re-exported by `values`).
+"""MQL truthiness and cross-type ordering, on the value encoding of `values`.
 
 Values compare by BSON type rank first (missing < null < numbers < strings < objects <
 arrays < binData < objectId < bool < date), then by value within the rank.

@@ -422,38 +422,3 @@ def as_object_map(value: Column, kind: Kind = None) -> Column:
 def to_json(value: Column) -> Column:
     """Serialise a value to relaxed Extended JSON text (NULL for missing)."""
     return F.to_json(value)
-
-
-# --------------------------------------------------------------------------- truthiness & order
-
-
-# Truthiness and ordering are implemented in `ops_order` (built on the helpers above); these
-# wrappers keep `values.compare` & co. importable without an import cycle.
-
-
-def truthy(value: Column, kind: Kind = None) -> Column:
-    """MQL truthiness as a Spark BOOLEAN (never NULL); see `ops_order.truthy`."""
-    from pipeline_stages._mql import order as ops_order
-
-    return ops_order.truthy(value, kind)
-
-
-def type_rank(value: Column, kind: Kind = None) -> Column:
-    """The BSON comparison rank of a value's type; see `ops_order.type_rank`."""
-    from pipeline_stages._mql import order as ops_order
-
-    return ops_order.type_rank(value, kind)
-
-
-def compare(left: Column, right: Column, left_kind: Kind = None, right_kind: Kind = None) -> Column:
-    """MQL comparison: -1, 0 or 1 (never NULL); see `ops_order.compare`."""
-    from pipeline_stages._mql import order as ops_order
-
-    return ops_order.compare(left, right, left_kind, right_kind)
-
-
-def equals(left: Column, right: Column, left_kind: Kind = None, right_kind: Kind = None) -> Column:
-    """MQL equality as a Spark BOOLEAN (missing is not null); see `ops_order.equals`."""
-    from pipeline_stages._mql import order as ops_order
-
-    return ops_order.equals(left, right, left_kind, right_kind)

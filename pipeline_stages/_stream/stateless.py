@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import Column
+from pyspark.sql import functions as F
 
-from pipeline_stages._base import ProblemCollector, join_path
+from pipeline_stages._base import ProblemCollector, classify, join_path
+from pipeline_stages._mql import values as V
 from pipeline_stages._mql.expressions import compile_expression
 from pipeline_stages._mql.ops.common import first_error
-from pipeline_stages._mql.ops.paths import remove_field, set_field
+from pipeline_stages._mql.ops.paths import empty_object, remove_field, set_field
 from pipeline_stages._mql.scope import Expr, Scope
 from pipeline_stages._stream.frame import StreamFrame
 
@@ -82,9 +84,6 @@ def apply_document(frame: StreamFrame, build: Any, *, operator: str) -> StreamFr
 
 def replace_root(new_root: Any, scope: Scope, path: str, problems: ProblemCollector) -> Expr:
     """`newRoot` evaluated; a result that is not an object is MongoDB's per-document error."""
-    from pyspark.sql import functions as F
-
-    from pipeline_stages._mql import values as V
 
     result = compile_expression(new_root, scope, path, problems)
     value = scope.bind(result.value)
@@ -114,9 +113,6 @@ def project_document(
     document's value (missing values stay missing) and computed fields are evaluated on the
     input document.
     """
-    from pipeline_stages._mql.ops.paths import empty_object
-    from pipeline_stages.project import classify
-
     flat = flatten_fields(fields)
     if exclusion:
         removed = [dotted for dotted, raw, _ in flat if classify(raw) == "exclude"]

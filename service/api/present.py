@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline_stages._base import Problem
 from service.manager.processors import ProcessorManager
+from service.schemas.processors import ErrorBody
 from service.stores import ProcessorRecord
 
 #: Error responses documented on every authenticated route.
@@ -21,8 +22,6 @@ COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The documented error responses of a route (all with the `ErrorBody` schema)."""
-    from service.schemas.processors import ErrorBody
-
     described = {
         404: "Not found",
         409: "Conflict with the current state",

@@ -14,16 +14,20 @@ generated in its data directory (see `service.cli.client.resolve_target`).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from service.cli.cluster import cluster_app
+from service.cli.ingest import send_file
 from service.cli.output import CliState, JsonOption, api_call, print_json, state_of, wants_json
 from service.cli.processors import processors_app
 from service.cli.resources import connections_app, dlq_app
+from service.config.settings import Settings
 
 app = typer.Typer(
     name="sluice",
@@ -124,12 +128,8 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
 ) -> None:
     """Run the Sluice service (REST API on /api/v1, OpenAPI on /docs) until SIGTERM/SIGINT."""
-    import logging
-
     import uvicorn
-    from pydantic import ValidationError
 
-    from service.config.settings import Settings
     from service.main import create_app
 
     overrides = {
@@ -180,8 +180,6 @@ def ingest(
     as_json: JsonOption = False,
 ) -> None:
     """Post records to an HttpIngest connection (durable once acknowledged)."""
-    from service.cli.ingest import send_file
-
     state = state_of(ctx)
     with api_call(state) as client:
         totals = send_file(client, connection, source, chunk_bytes=chunk_bytes, state=state)

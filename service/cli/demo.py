@@ -10,6 +10,7 @@ until `--seconds` pass. Then it drops the processor and stops the service.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import tempfile
@@ -21,6 +22,7 @@ from typing import Any, TextIO
 import uvicorn
 
 from service.cli.client import ApiError, SluiceClient, Target, http_client
+from service.config.settings import Settings
 
 DEMO_PROCESSOR = "solar_demo"
 DEMO_DLQ = {"connectionName": "local", "db": "sluice_demo", "coll": "dlq"}
@@ -104,7 +106,6 @@ class EmbeddedServer:
 
 def run_demo(*, seconds: float, out: TextIO, err: TextIO, data_dir: str | None = None) -> int:
     """Run the demo (see the module docstring); returns the exit code."""
-    from service.config.settings import Settings
     from service.main import create_app
 
     directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="sluice-demo-"))
@@ -135,8 +136,6 @@ def run_demo(*, seconds: float, out: TextIO, err: TextIO, data_dir: str | None =
 
 
 def _follow(client: SluiceClient, *, seconds: float, out: TextIO) -> None:
-    import json
-
     deadline = time.monotonic() + seconds
     cursor = None
     while time.monotonic() < deadline:

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import httpx
@@ -127,8 +128,6 @@ def table(state: CliState, columns: Sequence[str], rows: Sequence[Sequence[Any]]
 
 def read_text(source: str) -> str:
     """A file's text, or stdin for `-`."""
-    from pathlib import Path
-
     return sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
 
 

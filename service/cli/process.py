@@ -16,6 +16,7 @@ directory's embedded store, as for `sluice serve`. So are Spark settings: the se
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -24,11 +25,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from pipeline_stages._base import PipelineInvalid, Problem
+from pipeline_stages import parse_pipeline
+from pipeline_stages._base import PipelineInvalid, Problem, ProblemCollector
 from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
-from pipeline_stages._engine.sink import BatchResult
-from pipeline_stages._stream.context import ConnectionInfo
+from pipeline_stages._connectors.sources import register_all
+from pipeline_stages._engine.plan import compile_pipeline
+from pipeline_stages._engine.session import build_session, start_query
+from pipeline_stages._stream.batch import BatchResult
+from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from pipeline_stages._windowing.batch.pipelining import WindowFoldError
+from service.config.settings import default_data_dir
+from service.config.spark_conf import environment_conf
+from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
+from service.stores import open_stores
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -122,9 +131,6 @@ def run_process(
     `connections` (name → object with `name`, `type`, `config`) and `local_store` (the
     `DocumentStore` of `local`) default to the data directory's (see the module docstring).
     """
-    from pipeline_stages import parse_pipeline
-    from pipeline_stages._connectors.sources import register_all
-
     try:
         pipeline, options = split_document(document)
         parsed = parse_pipeline(pipeline)
@@ -164,10 +170,6 @@ def _compile_and_run(
     err: TextIO,
     max_seconds: float,
 ) -> int:
-    from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._engine.plan import compile_pipeline
-    from pipeline_stages._stream.context import CompileContext
-
     spark, processor_name, batch_size = ctx_args
     ctx = CompileContext(
         spark=spark,
@@ -196,17 +198,11 @@ class _LocalStore:
     """The data directory's stores, opened only when a pipeline needs them."""
 
     def __init__(self, documents: Any = None) -> None:
-        from service.runtime.sink_resources import ClusterClients
-
         self._documents = documents
         self._stores: Any = None
         self.clients = ClusterClients()
 
     def _open(self) -> Any:
-        import os
-
-        from service.config.settings import default_data_dir
-        from service.stores import open_stores
 
         if self._stores is None:
             data_dir = os.environ.get("SLUICE_DATA_DIR") or str(default_data_dir())
@@ -239,8 +235,6 @@ class _LocalStore:
 def _sink_writer(
     parsed: Any, connections: Mapping[str, Any], local: _LocalStore, name: str
 ) -> SinkWriter | None:
-    from service.runtime.sink_resources import StoreSinkResources, build_run_sink
-
     resources = StoreSinkResources(
         local=local.documents, connections=connections, clients=local.clients
     )
@@ -253,10 +247,6 @@ def _sink_writer(
 def _default_session() -> Any:
     """A local session with the Spark settings the service would take from the environment
     (`service.config.spark_conf`: e.g. `SLUICE_SPARK_CONF_spark__sluice__window__engine=batch`)."""
-    import os
-
-    from pipeline_stages._engine.session import build_session
-    from service.config.spark_conf import environment_conf
 
     conf = environment_conf(os.environ)
     return build_session(master="local[*]", app_name="sluice-process", conf=conf)
@@ -265,8 +255,6 @@ def _default_session() -> Any:
 def _run_query(
     compiled: Any, writer: StdoutWriter, *, err: TextIO, max_seconds: float, name: str
 ) -> int:
-    from pipeline_stages._engine.session import start_query
-
     checkpoint = tempfile.mkdtemp(prefix="sluice-process-")
     sink = compiled.foreach_batch(writer, processor=name, state_dir=f"{checkpoint}/window-state")
     stream = (

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from service.config.spark_conf import merged_conf
+
 #: Spark's processing-time trigger syntax, as Sluice accepts it.
 _INTERVAL = re.compile(
     r"^\d+(\.\d+)?\s*(ms|millisecond|milliseconds|s|second|seconds|minute|minutes)$"
@@ -196,8 +198,6 @@ class Settings(BaseSettings):
             self._checkpoint_uri = raw.rstrip("/")
 
     def _resolve_spark_conf(self) -> dict[str, str]:
-        from service.config.spark_conf import merged_conf
-
         conf: dict[str, str] = {}
         if self.spark_executor_memory is not None:
             conf["spark.executor.memory"] = self.spark_executor_memory

@@ -21,6 +21,7 @@ from pipeline_stages._base import Problem
 from service.config.settings import Settings
 from service.errors import DlqNotConfigured, RequestInvalid
 from service.manager.connections import ConnectionRegistry
+from service.schemas.processors import nesting_depth
 from service.stores import (
     ClusterTarget,
     DlqQuery,
@@ -69,7 +70,6 @@ def _parse_filter(text: str | None) -> dict[str, Any] | None:
 def _presentable(doc: dict[str, Any]) -> dict[str, Any]:
     """The document, or a note in place of a `doc` nested too deeply to encode."""
     from service.manager.writers import MAX_MESSAGE_NESTING
-    from service.schemas.processors import nesting_depth
 
     if nesting_depth(doc) <= MAX_MESSAGE_NESTING:
         return doc

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from pipeline_stages import parse_pipeline
 from pipeline_stages._base import PipelineInvalid, Problem
 from service.config.settings import Settings
 from service.errors import (
@@ -253,8 +254,6 @@ class ProcessorManager:
         """Atlas's stats object for a processor."""
         operators: list[str] = []
         if verbose:
-            from pipeline_stages import parse_pipeline
-
             try:
                 parsed = parse_pipeline(json.loads(record.pipeline_json))
                 operators = [s.operator_name for s in parsed.walk() if s.operator_name]

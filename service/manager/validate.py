@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline_stages import ParsedPipeline, check_options, lint_pipeline, parse_pipeline
-from pipeline_stages._base import PipelineInvalid, Problem, ProblemCode
+from pipeline_stages._base import PipelineInvalid, Problem, ProblemCode, ProblemCollector
 from service.errors import ModificationRejected, PipelineRejected
 
 #: Connection types a DLQ can be written to.
@@ -97,7 +97,6 @@ def _connection_problems(pipeline: list[Any], type_of: ConnectionTypeOf) -> list
 def _sink_problems(parsed: ParsedPipeline, type_of: ConnectionTypeOf) -> list[Problem]:
     """What the sink's connection type rules out (unknown connection, wrong type, an option
     the stores cannot apply), from connection types alone; the compiler checks the rest."""
-    from pipeline_stages._base import ProblemCollector
     from pipeline_stages._connectors.sinks.planning import plan_sink
     from pipeline_stages._stream.context import ConnectionInfo
 

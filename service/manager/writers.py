@@ -21,8 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._stream.batch import BatchResult
 from service.manager.stats import LiveStats
+from service.schemas.processors import nesting_depth
 from service.stores import DlqStore, DocumentStore, InvalidDocument, from_relaxed_ejson
 
 log = logging.getLogger("sluice.service")
@@ -150,8 +151,6 @@ MAX_MESSAGE_NESTING = 200
 
 
 def _message(kind: str, text: str) -> dict[str, Any]:
-    from service.schemas.processors import nesting_depth
-
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):

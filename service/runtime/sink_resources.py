@@ -14,6 +14,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pipeline_stages._base import ProblemCollector
+from pipeline_stages._connectors.sinks.dispatch import build_sink_writer
+from pipeline_stages._connectors.sinks.planning import plan_sink
 from pipeline_stages._stream.context import BUILTIN_CONNECTIONS, ConnectionInfo
 from service.stores import DocumentStore
 
@@ -110,10 +113,6 @@ def build_run_sink(
     A sink whose plan has problems gets no writer here: compiling the pipeline reports the
     same problems (`PipelineInvalid`) before any batch runs.
     """
-    from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._connectors.sinks.dispatch import build_sink_writer
-    from pipeline_stages._connectors.sinks.planning import plan_sink
-
     if parsed.sink is None:
         return None
     plan = plan_sink(parsed.sink, connection_of=resources.connection, problems=ProblemCollector())

@@ -20,6 +20,7 @@ import os
 import threading
 from typing import Any
 
+from pipeline_stages import parse_pipeline
 from pipeline_stages._base import Problem, ProblemCollector
 from service.config.settings import Settings
 from service.errors import EngineUnavailable
@@ -206,7 +207,6 @@ class SparkEngine:
         window_engine: str | None = None,
         window_buckets: int | None = None,
     ) -> tuple[Any, list[Problem]]:
-        from pipeline_stages import parse_pipeline
         from pipeline_stages._engine.plan import compile_pipeline
         from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 

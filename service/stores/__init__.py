@@ -4,6 +4,9 @@ Open them with :func:`open_stores` (SQLite by default, MongoDB by URL). The inte
 :mod:`.base`, value rules in :mod:`.codec`, errors in :mod:`.errors`.
 """
 
+from pipeline_stages._connectors.sources.spool import Spool, SpoolError
+from pipeline_stages._documents.ejson import from_relaxed_ejson
+
 from .base import (
     ConnectionRecord,
     ConnectionStore,
@@ -18,7 +21,7 @@ from .base import (
     ProcessorStore,
     new_record_id,
 )
-from .codec import from_relaxed_ejson, to_relaxed_ejson
+from .codec import to_relaxed_ejson
 from .errors import (
     AlreadyExists,
     Conflict,
@@ -29,7 +32,6 @@ from .errors import (
     StoreError,
 )
 from .factory import ClusterTarget, Stores, default_store_url, open_stores
-from .spool import Spool, SpoolError
 
 __all__ = [
     "AlreadyExists",

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Protocol, Self
+from typing import Annotated, Any, Protocol, Self
 
 from bson import ObjectId
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from pipeline_stages._connectors.ports import (
+    DocumentCollections,
+    MergeResult,
+    WhenMatched,
+    WhenNotMatched,
+)
 
 from .codec import normalize_document, normalize_filter, utc_ms
 from .redact import redact
@@ -29,9 +35,6 @@ UtcMs = Annotated[AwareDatetime, AfterValidator(utc_ms)]
 
 Document = Annotated[dict[str, Any], AfterValidator(normalize_document)]
 """A JSON-like object in the in-memory form of :mod:`service.stores.codec`."""
-
-WhenMatched = Literal["replace", "keepExisting", "merge", "delete"]
-WhenNotMatched = Literal["insert", "discard"]
 
 
 class ProcessorState(StrEnum):
@@ -177,24 +180,6 @@ class DlqQuery(_Record):
     newest_first: bool = False
 
 
-@dataclass(frozen=True)
-class MergeResult:
-    """Outcome of one ``DocumentStore.merge`` call.
-
-    Attributes:
-        inserted: Documents inserted (whenNotMatched ``insert``).
-        updated: Existing documents replaced or merged into (matched, even if unchanged).
-        deleted: Existing documents deleted (whenMatched ``delete``).
-        errors: ``(document, message)`` for every document that could not be written; the
-            rest of the batch is still applied (MongoDB ``ordered=False``).
-    """
-
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    errors: tuple[tuple[dict[str, Any], str], ...] = field(default_factory=tuple)
-
-
 def new_record_id() -> str:
     """A new 24-hex id (an ObjectId's hex: time-ordered and unique across processes)."""
     return str(ObjectId())
@@ -276,7 +261,7 @@ class DlqStore(Protocol):
         ...
 
 
-class DocumentStore(Protocol):
+class DocumentStore(DocumentCollections, Protocol):
     """Collections written by ``$merge`` (the embedded ``local`` connection or a cluster)."""
 
     def merge(

@@ -25,8 +25,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
-from bson.errors import InvalidId
 from bson.regex import Regex
+
+from pipeline_stages._documents.ejson import decode_stored_object, format_date
 
 from .errors import InvalidDocument, InvalidQuery
 
@@ -112,21 +113,12 @@ def encode_normalized(value: Any) -> str:
 
 def from_storage_json(text: str) -> Any:
     """Decodes text written by :func:`to_storage_json` back to the in-memory form."""
-    return json.loads(text, object_hook=_decode_object)
+    return json.loads(text, object_hook=decode_stored_object)
 
 
 def to_relaxed_ejson(value: Any, *, path: str = "") -> Any:
     """Converts an in-memory document to JSON-able relaxed Extended JSON (dates as ``$date``)."""
     return _walk(value, path, _encode_leaf)
-
-
-def from_relaxed_ejson(value: Any) -> Any:
-    """Converts parsed relaxed Extended JSON (``$date``, ``$oid``, ``$binary``) to the in-memory form."""
-    if isinstance(value, Mapping):
-        return _decode_object({k: from_relaxed_ejson(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return [from_relaxed_ejson(v) for v in value]
-    return value
 
 
 def canonical_key(value: Any) -> str:
@@ -207,7 +199,7 @@ def _filter_leaf(value: Any, path: str) -> Any:
 def _encode_leaf(value: Any, path: str) -> Any:
     value = _normalize_leaf(value, path)
     if isinstance(value, datetime):
-        return {"$date": _format_date(value)}
+        return {"$date": format_date(value)}
     if isinstance(value, ObjectId):
         return {"$oid": str(value)}
     if isinstance(value, bytes):
@@ -231,38 +223,3 @@ def _canonical_leaf(value: Any, path: str) -> Any:
     if isinstance(value, datetime):
         return {"$date": to_epoch_ms(value)}
     return _encode_leaf(value, path)
-
-
-def _format_date(value: datetime) -> str | dict[str, str]:
-    if not 1970 <= value.year <= 9999:
-        return {"$numberLong": str(to_epoch_ms(value))}
-    return f"{value:%Y-%m-%dT%H:%M:%S}.{value.microsecond // 1000:03d}Z"
-
-
-def _decode_object(obj: dict[str, Any]) -> Any:
-    if len(obj) != 1:
-        return obj
-    key, inner = next(iter(obj.items()))
-    try:
-        if key == "$date":
-            return _decode_date(inner)
-        if key == "$oid" and isinstance(inner, str):
-            return ObjectId(inner)
-        if key == "$binary" and isinstance(inner, dict) and inner.get("subType") == "00":
-            return base64.b64decode(inner["base64"], validate=True)
-    except (ValueError, TypeError, KeyError, InvalidId):
-        return obj  # not valid EJSON after all: keep the user's object as it is
-    return obj
-
-
-def _decode_date(inner: Any) -> Any:
-    if isinstance(inner, str):
-        parsed = datetime.fromisoformat(inner)
-        if parsed.tzinfo is None:
-            raise ValueError("EJSON dates carry an offset")
-        return utc_ms(parsed)
-    if isinstance(inner, dict) and set(inner) == {"$numberLong"}:
-        return from_epoch_ms(int(inner["$numberLong"]))
-    if isinstance(inner, int) and not isinstance(inner, bool):
-        return from_epoch_ms(inner)
-    raise ValueError("not an EJSON date")

@@ -3,7 +3,7 @@
 Every error carries the service-wide shape ``{code, path, message}`` so the API layer can map
 it without parsing strings::
 
-    StoreError                      (code: stable snake_case)
+    StoreError                      (code: stable snake_case; declared by the sinks' ports)
     ├── AlreadyExists               duplicate processor/connection name or id
     ├── NotFound                    compare-and-set target is gone
     ├── Conflict                    compare-and-set lost against a concurrent writer
@@ -14,27 +14,17 @@ it without parsing strings::
 
 from __future__ import annotations
 
+from pipeline_stages._connectors.ports import StoreError
 
-class StoreError(Exception):
-    """Base class of every store error.
-
-    Attributes:
-        code: Stable snake_case identifier, e.g. ``already_exists``.
-        path: JSON-pointer-like location of the offending value ("" when not applicable).
-        message: Human-readable explanation.
-    """
-
-    default_code = "store_error"
-
-    def __init__(self, message: str, *, path: str = "", code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code or self.default_code
-        self.path = path
-        self.message = message
-
-    def as_dict(self) -> dict[str, str]:
-        """Returns the error as the service-wide ``{code, path, message}`` payload."""
-        return {"code": self.code, "path": self.path, "message": self.message}
+__all__ = [
+    "AlreadyExists",
+    "Conflict",
+    "InvalidDocument",
+    "InvalidQuery",
+    "MissingUniqueIndex",
+    "NotFound",
+    "StoreError",
+]
 
 
 class AlreadyExists(StoreError):

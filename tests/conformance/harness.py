@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline_stages._base import UNIT_MS
-from pipeline_stages._documents.values import from_ejson, mql_type, to_ejson, values_equal
+from pipeline_stages._documents.ejson import from_ejson
+from pipeline_stages._documents.values import mql_type, to_ejson, values_equal
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
 

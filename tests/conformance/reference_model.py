@@ -21,7 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from pipeline_stages._base import UNIT_MS
-from pipeline_stages._documents.values import MqlError, from_ejson, to_ejson, to_epoch_ms
+from pipeline_stages._documents.ejson import from_ejson
+from pipeline_stages._documents.values import MqlError, to_ejson, to_epoch_ms
 from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.sliding import SlidingGeometry
 from pipeline_stages._windowing.watermark import PartitionWatermarks

@@ -32,7 +32,7 @@ from pipeline_stages._base import PipelineInvalid, ProblemCollector
 from pipeline_stages._connectors.sources import scripted
 from pipeline_stages._connectors.sources.ingest import ingest
 from pipeline_stages._engine.plan import compile_after_source
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._stream.batch import BatchResult
 from pipeline_stages._stream.context import CompileContext, SourcePlan
 from pipeline_stages._windowing.batch.engine import ENGINE_CONF
 from pipeline_stages._windowing.spark.compile import BUCKETS_CONF

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline_stages._documents.values import from_ejson
+from pipeline_stages._documents.ejson import from_ejson
 from tests.conformance.harness import match_outputs, mismatches, parse_duration
 
 

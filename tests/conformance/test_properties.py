@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline_stages._documents.values import from_ejson, to_datetime_ms, to_epoch_ms
+from pipeline_stages._documents.ejson import from_ejson
+from pipeline_stages._documents.values import to_datetime_ms, to_epoch_ms
 from pipeline_stages._windowing.geometry import WindowGeometry
 from tests.conformance.harness import Executor
 from tests.conformance.test_transcripts import EXECUTORS

@@ -18,7 +18,7 @@ from bson import ObjectId
 from pipeline_stages._connectors.sinks.collection_writer import CollectionEmitWriter, unseen
 from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
 from pipeline_stages._connectors.sinks.plans import CollectionEmitPlan, MergePlan, Name
-from pipeline_stages._engine.sink import BatchResult, Output
+from pipeline_stages._stream.batch import BatchResult, Output
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -21,7 +21,7 @@ from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sources import register_all
 from pipeline_stages._engine.plan import compile_pipeline
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._stream.batch import BatchResult
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from tests.streaming import wait_until
 

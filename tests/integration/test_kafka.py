@@ -20,7 +20,7 @@ from pipeline_stages._connectors.sinks.kafka import (
     KafkaEmitWriter,
 )
 from pipeline_stages._connectors.sources.ingest import INVALID_JSON
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._stream.batch import BatchResult
 from pipeline_stages._windowing.batch.engine import ENGINE_CONF
 from pipeline_stages._windowing.spark.unstamped import UNSTAMPED_CONF
 from tests.conformance.spark_executor import spark_confs

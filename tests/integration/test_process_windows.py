@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._documents.values import from_ejson
+from pipeline_stages._documents.ejson import from_ejson
 from tests.conformance.harness import mismatches
 
 pytestmark = pytest.mark.spark

@@ -19,7 +19,7 @@ from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sources import register_all
 from pipeline_stages._engine.plan import compile_pipeline
-from pipeline_stages._engine.sink import object_id
+from pipeline_stages._stream.batch import object_id
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from pipeline_stages._windowing.runtime.blocking import key_text
 from service.cli.process import StdoutWriter, run_process

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._documents.values import from_ejson, to_ejson
+from pipeline_stages._documents.ejson import from_ejson
+from pipeline_stages._documents.values import to_ejson
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.conformance.spark_executor import SparkExecutor, SparkParallelExecutor, stop_active
 

@@ -21,10 +21,15 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline_stages._connectors.ports import StoreError
 from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records
 from pipeline_stages._connectors.sinks.plans import CollectionEmitPlan
-from pipeline_stages._connectors.sinks.targets_grouping import Pending, write_by_collection
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._connectors.sinks.targets_grouping import (
+    Pending,
+    match_errors,
+    write_by_collection,
+)
+from pipeline_stages._stream.batch import BatchResult
 
 
 class CollectionEmitWriter:
@@ -85,16 +90,13 @@ class CollectionEmitWriter:
         )
 
     def _upsert(self, db: str, coll: str, pending: Pending) -> list[tuple[int, str]]:
-        from pipeline_stages._connectors.sinks.merge_writer import _match_errors
-        from service.stores import StoreError
-
         try:
             result = self._open_store().merge(
                 db, coll, [doc for _, doc in pending], when_matched="replace"
             )
         except StoreError as error:
             return [(index, error.message) for index, _ in pending]
-        return _match_errors(pending, result.errors)
+        return match_errors(pending, result.errors)
 
     def _time_series(self, db: str, coll: str, pending: Pending) -> list[tuple[int, str]]:
         from pymongo.errors import BulkWriteError, InvalidName

@@ -11,13 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pipeline_stages._connectors.sinks import kafka
+from pipeline_stages._connectors.sinks.collection_writer import CollectionEmitWriter
+from pipeline_stages._connectors.sinks.file_writer import FileEmitWriter
+from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
 from pipeline_stages._connectors.sinks.plans import (
     CollectionEmitPlan,
     FileEmitPlan,
     KafkaEmitPlan,
     MergePlan,
 )
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._stream.batch import BatchResult
 from pipeline_stages._stream.context import ConnectionInfo
 from pipeline_stages._stream.envelope import KIND_DLQ
 
@@ -55,8 +59,6 @@ def build_sink_writer(
         ValueError: For a plan of an unknown kind or a File connection without a directory.
     """
     if isinstance(plan, MergePlan):
-        from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
-
         return MergeWriter(
             plan,
             open_store=_opener(resources.documents, plan.connection),
@@ -64,16 +66,12 @@ def build_sink_writer(
             embedded=plan.connection_type == "Local",
         )
     if isinstance(plan, FileEmitPlan):
-        from pipeline_stages._connectors.sinks.file_writer import FileEmitWriter
-
         connection = resources.connection(plan.connection)
         root = (connection.config if connection else {}).get("directory")
         if not isinstance(root, str):
             raise ValueError(f"File connection {plan.connection!r} has no directory")
         return FileEmitWriter(plan, root=root, processor=processor, run_tag=run_tag)
     if isinstance(plan, CollectionEmitPlan):
-        from pipeline_stages._connectors.sinks.collection_writer import CollectionEmitWriter
-
         embedded = plan.connection_type == "Local"
         return CollectionEmitWriter(
             plan,
@@ -110,8 +108,6 @@ class _KafkaAdapter:
 
 
 def _kafka_writer(plan: KafkaEmitPlan, resources: SinkResources, processor: str) -> SinkWriter:
-    from pipeline_stages._connectors.sinks import kafka  # the Kafka connector's module
-
     connection = resources.connection(plan.connection)
     return _KafkaAdapter(kafka.KafkaEmitWriter(dict(plan.options), connection, processor))
 

@@ -19,7 +19,7 @@ from typing import Any
 from pipeline_stages._connectors.file_paths import PathEscapes, resolve_under
 from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records
 from pipeline_stages._connectors.sinks.plans import FileEmitPlan, TargetError, resolve_name
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._stream.batch import BatchResult
 
 SUFFIX = ".jsonl"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

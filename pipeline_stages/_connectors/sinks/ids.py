@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pipeline_stages._engine.sink import Output, iso_millis, object_id
+from pipeline_stages._stream.batch import Output, iso_millis, object_id
 
 
 def effective_keys(outputs: Sequence[Output]) -> list[str]:

@@ -42,7 +42,7 @@ from pipeline_stages._connectors.sinks.ids import (
     write_error_reason,
 )
 from pipeline_stages._connectors.sinks.plans import Name, TargetError, resolve_name
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._stream.batch import BatchResult
 
 OPERATOR = "EmitOperator"
 HEADER_OUTPUT_ID = "sluice-output-id"

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from bson import json_util
+
 from pipeline_stages._documents.values import (
     INT32_MAX,
     INT32_MIN,
@@ -168,8 +170,6 @@ def encode_value(doc_json: str, *, output_format: str, date_format: str) -> byte
     if output_format == "relaxedJson" and date_format == "default":
         return doc_json.encode("utf-8")
     if output_format == "canonicalJson":
-        from bson import json_util
-
         options = json_util.JSONOptions(
             json_mode=json_util.JSONMode.CANONICAL, tz_aware=True, tzinfo=UTC
         )

@@ -19,10 +19,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline_stages._connectors.ports import StoreError
 from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records
 from pipeline_stages._connectors.sinks.plans import MergePlan
-from pipeline_stages._connectors.sinks.targets_grouping import Pending, write_by_collection
-from pipeline_stages._engine.sink import BatchResult
+from pipeline_stages._connectors.sinks.targets_grouping import (
+    Pending,
+    match_errors,
+    write_by_collection,
+)
+from pipeline_stages._stream.batch import BatchResult
 
 #: `(index in batch.outputs, in-memory document)`.
 
@@ -87,8 +92,6 @@ class MergeWriter:
 
     def _merge(self, db: str, coll: str, pending: Pending) -> list[tuple[int, str]]:
         """Merge one namespace's documents; `(index, message)` for each failure."""
-        from service.stores import StoreError
-
         store = self._target()
         docs = [doc for _, doc in pending]
         try:
@@ -105,30 +108,10 @@ class MergeWriter:
             # The whole namespace is unusable (bad name, missing unique index): every
             # document of it goes to the DLQ, the rest of the batch is written.
             return [(index, error.message) for index, _ in pending]
-        return _match_errors(pending, result.errors)
+        return match_errors(pending, result.errors)
 
     def _ensure_index(self, store: Any, db: str, coll: str) -> None:
         if not self._embedded or self.plan.on == ("_id",) or (db, coll) in self._indexed:
             return
         store.ensure_unique_index(db, coll, list(self.plan.on))
         self._indexed.add((db, coll))
-
-
-def _match_errors(
-    pending: Pending, errors: tuple[tuple[dict[str, Any], str], ...]
-) -> list[tuple[int, str]]:
-    """Map the store's `(document, message)` errors (in input order) back to batch indexes.
-
-    The store returns copies of the documents, so they are matched by value, scanning forward:
-    errors come in input order, so the first equal document not yet passed is the one.
-    """
-    found: list[tuple[int, str]] = []
-    position = 0
-    for doc, message in errors:
-        while position < len(pending) and pending[position][1] != doc:
-            position += 1
-        if position == len(pending):
-            break  # not found: cannot happen with the stores' contract; never guess
-        found.append((pending[position][0], message))
-        position += 1
-    return found

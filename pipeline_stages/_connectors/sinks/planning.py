@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._connectors.file_paths import path_problem
+from pipeline_stages._connectors.sinks.kafka import kafka_names
 from pipeline_stages._connectors.sinks.plans import (
     RESERVED_LOCAL_DB,
     CollectionEmitPlan,
@@ -173,7 +174,6 @@ def _kafka_plan(
             "connector's writer is missing); use a File or Cluster connection",
         )
         return None
-    from pipeline_stages._connectors.sinks.kafka import kafka_names
 
     options = spec.model_dump(by_alias=True, exclude_none=True)
     return KafkaEmitPlan(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline_stages._engine.sink import SINK_TARGET_META
+from pipeline_stages._stream.batch import SINK_TARGET_META
 
 #: The key under which computed target names travel in the envelope's `meta` column
 #: (`sinks.targets`); never part of an emitted document.

@@ -14,6 +14,10 @@ from typing import Any
 
 from pipeline_stages._base import join_path
 from pipeline_stages._connectors.sinks.plans import TARGET_META, computed_names
+from pipeline_stages._mql.expressions import compile_expression
+from pipeline_stages._mql.ops.common import first_error
+from pipeline_stages._mql.ops.paths import set_field
+from pipeline_stages._mql.scope import Expr
 from pipeline_stages._stream.frame import StreamFrame
 
 
@@ -22,10 +26,6 @@ def prepare_frame(plan: Any, frame: StreamFrame, ctx: Any, path: str, *, key: st
     names = computed_names(plan)
     if not names:
         return frame
-    from pipeline_stages._mql.expressions import compile_expression
-    from pipeline_stages._mql.ops.common import first_error
-    from pipeline_stages._mql.ops.paths import set_field
-    from pipeline_stages._mql.scope import Expr
 
     scope = frame.scope()
     meta = scope.meta

@@ -18,7 +18,8 @@ from pipeline_stages._connectors.sinks.plans import (
     TargetError,
     resolve_name,
 )
-from pipeline_stages._engine.sink import Output
+from pipeline_stages._documents.ejson import from_relaxed_ejson
+from pipeline_stages._stream.batch import Output
 
 #: `(output index, document)` pairs bound for one collection, in output order.
 Pending = list[tuple[int, dict[str, Any]]]
@@ -39,8 +40,6 @@ def write_by_collection(
 ) -> list[tuple[int, str]]:
     """Group the outputs by target collection, `write` each group, and return the `(index,
     message)` failures: outputs that could not be placed and documents not written."""
-    from service.stores import from_relaxed_ejson
-
     failures: list[tuple[int, str]] = []
     groups: dict[tuple[str, str], Pending] = {}
     for index, output in enumerate(outputs):
@@ -60,3 +59,23 @@ def write_by_collection(
     for (target_db, target_coll), pending in groups.items():
         failures.extend(write(target_db, target_coll, pending))
     return failures
+
+
+def match_errors(
+    pending: Pending, errors: tuple[tuple[dict[str, Any], str], ...]
+) -> list[tuple[int, str]]:
+    """Map the store's `(document, message)` errors (in input order) back to batch indexes.
+
+    The store returns copies of the documents, so they are matched by value, scanning forward:
+    errors come in input order, so the first equal document not yet passed is the one.
+    """
+    found: list[tuple[int, str]] = []
+    position = 0
+    for doc, message in errors:
+        while position < len(pending) and pending[position][1] != doc:
+            position += 1
+        if position == len(pending):
+            break  # not found: cannot happen with the stores' contract; never guess
+        found.append((pending[position][0], message))
+        position += 1
+    return found

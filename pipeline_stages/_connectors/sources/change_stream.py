@@ -33,6 +33,7 @@ from bson.timestamp import Timestamp
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
 from pipeline_stages._stream.json_text import prefer_double
 
@@ -281,8 +282,6 @@ def source_options(spec: Any) -> dict[str, Any]:
 
 def read_change_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | None:
     """The stream of `$source` on a `Cluster` connection, or None (problem recorded)."""
-    from pipeline_stages._base import ProblemCode, join_path
-
     uri = connection.config.get("uri")
     if not isinstance(uri, str):
         ctx.problems.error(

@@ -28,6 +28,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from pipeline_stages._base import ProblemCode, join_path
+from pipeline_stages._connectors.file_paths import PathEscapes, resolve_under
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
 from pipeline_stages._stream.json_text import prefer_double
 
@@ -204,9 +206,6 @@ def _complete(lines: list[bytes]) -> int:
 
 def read_file_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | None:
     """The stream of `$source` on a File connection, or None (problem recorded)."""
-    from pipeline_stages._base import ProblemCode, join_path
-    from pipeline_stages._connectors.file_paths import PathEscapes, resolve_under
-
     root = connection.config.get("directory")
     relative = spec.path or "."
     path = join_path(body, "path")

@@ -1,7 +1,7 @@
 """The `HttpIngest` source: records posted to `POST /ingest/{connection}`, read from the spool.
 
 The service appends every posted record durably to the connection's spool
-(`service.stores.spool.Spool`, `<data_dir>/spool/<connection>/`) before it answers 202; this
+(`pipeline_stages._connectors.sources.spool.Spool`, `<data_dir>/spool/<connection>/`) before it answers 202; this
 source reads the spool files directly, so it needs no connection to the service and works in
 Spark's Python workers (which run in other processes).
 
@@ -29,6 +29,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
+from pipeline_stages._connectors.sources.spool import Spool
 from pipeline_stages._stream.json_text import prefer_double
 
 FORMAT = "sluice_http_ingest"
@@ -71,8 +72,6 @@ class HttpIngestStreamReader(DataSourceStreamReader):
         self.max_per_batch = max(1, int(options.get("maxrecordsperbatch", DEFAULT_MAX_PER_BATCH)))
 
     def _spool(self) -> Any:
-        from service.stores.spool import Spool
-
         return Spool(Path(self.data_dir))
 
     def initialOffset(self) -> dict[str, Any]:

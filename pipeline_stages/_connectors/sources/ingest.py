@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCollector, join_path
 from pipeline_stages._mql import values as V
+from pipeline_stages._mql.expressions import compile_expression
 from pipeline_stages._mql.ops.paths import key_path
 from pipeline_stages._mql.scope import Scope
 from pipeline_stages._stream.frame import (
@@ -108,8 +109,6 @@ def ingest_source(
 def _apply_time_field(
     frame: StreamFrame, time_field: Any, operator: str, problems: ProblemCollector, path: str
 ) -> StreamFrame:
-    from pipeline_stages._mql.expressions import compile_expression
-
     scope: Scope = frame.scope()
     result = compile_expression(time_field, scope, path, problems)
     value = scope.bind(result.value)

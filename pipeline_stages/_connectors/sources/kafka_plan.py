@@ -34,6 +34,11 @@ from pipeline_stages._connectors.kafka_conf import client_config
 from pipeline_stages._connectors.sources import RAW_SCHEMA
 from pipeline_stages._connectors.sources import kafka_offsets as K
 from pipeline_stages._connectors.sources.ingest import ingest_source
+from pipeline_stages._connectors.sources.kafka import (
+    DEFAULT_MAX_OFFSETS_PER_TRIGGER,
+    FORMAT,
+    KafkaStreamReader,
+)
 from pipeline_stages._stream.context import SourcePlan
 from pipeline_stages._stream.frame import META, StreamFrame
 from pipeline_stages._stream.json_text import prefer_double
@@ -108,8 +113,6 @@ def fail_key_errors(frame: StreamFrame, operator: str) -> StreamFrame:
 
 
 def _max_offsets(spec: Any) -> int:
-    from pipeline_stages._connectors.sources.kafka import DEFAULT_MAX_OFFSETS_PER_TRIGGER
-
     given = getattr(spec.config, "max_offsets_per_trigger", None)
     return int(given) if given else DEFAULT_MAX_OFFSETS_PER_TRIGGER
 
@@ -127,8 +130,6 @@ def _start(
     spec: Any, connection: Any, conf: dict[str, str], topics: list[str]
 ) -> tuple[str, int | None]:
     """`startingOffsets` for the reader and the partition count of a single topic."""
-    from pipeline_stages._connectors.sources.kafka import KafkaStreamReader
-
     pinned = connection.config.get("startOffsets")
     earliest = spec.config.auto_offset_reset in K.EARLIEST
     if not topics or not _confluent_installed():
@@ -174,8 +175,6 @@ def _use_native(spark: Any) -> bool:
 
 
 def _python_stream(ctx: Any, options: dict[str, str]) -> DataFrame:
-    from pipeline_stages._connectors.sources.kafka import FORMAT
-
     return ctx.spark.readStream.format(FORMAT).options(**options).load()
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Arg,
@@ -126,14 +127,14 @@ def in_(ctx: Ctx) -> Expr:
         # A literal list (the common case) compares against each constant with its type
         # known: a few small comparisons instead of a lambda over the array.
         hits = [
-            V.equals(needle.value, V.literal(c), needle.k, V.literal_kind(c)) for c in arr.const
+            O.equals(needle.value, V.literal(c), needle.k, V.literal_kind(c)) for c in arr.const
         ]
         found = hits[0] if hits else F.lit(False)
         for hit in hits[1:]:
             found = found | hit
         return result(V.from_bool(found), needle.error, arr.error, kinds={"bool"})
     found = F.exists(
-        _items(arr), lambda e: with_kind(e, lambda k: V.equals(e, needle.value, k, needle.k))
+        _items(arr), lambda e: with_kind(e, lambda k: O.equals(e, needle.value, k, needle.k))
     )
     return result(
         V.from_bool(F.coalesce(found, F.lit(False))),
@@ -297,7 +298,7 @@ def index_of_array(ctx: Ctx) -> Expr:
         lambda e, i: F.when(
             (i >= start)
             & (i < end)
-            & with_kind(e, lambda k: V.equals(e, needle.value, k, needle.k)),
+            & with_kind(e, lambda k: O.equals(e, needle.value, k, needle.k)),
             i,
         ),
     )
@@ -357,7 +358,7 @@ def _element_truth(ctx: Ctx) -> Expr:
         ~_is_array(a), message(f"{ctx.op}'s argument must be an array, but is ", kind_text(a))
     )
     test = F.forall if ctx.op == "$allElementsTrue" else F.exists
-    value = test(_items(a), lambda e: with_kind(e, lambda k: V.truthy(e, k)))
+    value = test(_items(a), lambda e: with_kind(e, lambda k: O.truthy(e, k)))
     return result(V.from_bool(F.coalesce(value, F.lit(False))), a.error, own=own, kinds={"bool"})
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.arrays import _is_array, _items, _no_error
 from pipeline_stages._mql.ops.common import (
@@ -95,7 +96,7 @@ def filter_(ctx: Ctx) -> Expr:
 
         def build(lam: Ctx) -> Column:
             arg = lam.arg(cond)
-            truth = V.truthy(arg.value, arg.k)
+            truth = O.truthy(arg.value, arg.k)
             return F.struct(
                 x.alias("v"),
                 truth.alias("k"),

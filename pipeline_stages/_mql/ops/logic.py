@@ -1,6 +1,6 @@
 """Comparison, boolean and conditional operators.
 
-Comparisons use MQL's cross-type (BSON) order (`values.compare`): `{$lt: [1, "a"]}` is true
+Comparisons use MQL's cross-type (BSON) order (`order.compare`): `{$lt: [1, "a"]}` is true
 because numbers sort before strings, and null/missing sort before everything else.
 
 `$and`, `$or`, `$cond`, `$ifNull` and `$switch` short-circuit like MongoDB for errors: an
@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Arg,
@@ -56,7 +57,7 @@ def _comparison(ctx: Ctx) -> Expr:
     if pair is None:
         return placeholder()
     left, right = pair
-    cmp = V.compare(left.value, right.value, left.k, right.k)
+    cmp = O.compare(left.value, right.value, left.k, right.k)
     value = V.from_bool(_COMPARISONS[ctx.op](cmp))
     return result(value, left.error, right.error, kinds={"bool"})
 
@@ -67,7 +68,7 @@ def cmp(ctx: Ctx) -> Expr:
     if pair is None:
         return placeholder()
     left, right = pair
-    value = V.from_long(V.compare(left.value, right.value, left.k, right.k))
+    value = V.from_long(O.compare(left.value, right.value, left.k, right.k))
     return result(value, left.error, right.error, kinds={"int"})
 
 
@@ -76,7 +77,7 @@ def truth(ctx: Ctx, expr: Expr) -> tuple[Column, Column | None]:
     if expr.is_const:
         return F.lit(_const_truthy(expr.const)), expr.error
     arg = ctx.arg(expr)
-    return ctx.bind(V.truthy(arg.value, arg.k)), arg.error
+    return ctx.bind(O.truthy(arg.value, arg.k)), arg.error
 
 
 def _const_truthy(value: Any) -> bool:

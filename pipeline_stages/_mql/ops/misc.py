@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Ctx,
@@ -143,7 +144,7 @@ def _min_max(ctx: Ctx) -> Expr:
                 acc,
                 lambda ka: (
                     F.when(V.is_nullish(e, ke), acc)
-                    .when(acc.isNull() | (V.compare(e, acc, ke, ka) == want), e)
+                    .when(acc.isNull() | (O.compare(e, acc, ke, ka) == want), e)
                     .otherwise(acc)
                 ),
             )

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions.builtin import _unresolved_named_lambda_variable
 
 from pipeline_stages._mql import values as V
+from pipeline_stages._mql.ops.common import let
 from pipeline_stages._mql.scope import Expr
 
 
@@ -114,8 +115,6 @@ def delete_key(obj: Column, name: str) -> Column:
 
 def _let_one(value: Column, build: Callable[[Column], Column]) -> Column:
     """`build(v)` with `value` evaluated once as `v` (documents are referenced repeatedly)."""
-    from pipeline_stages._mql.ops.common import let
-
     var = _unresolved_named_lambda_variable("o")
     return let([value.alias("o")], var, build(var["o"]))
 

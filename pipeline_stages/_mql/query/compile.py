@@ -26,6 +26,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
+from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.query.json_schema import compile_json_schema
 from pipeline_stages._mql.query.ops import UNSUPPORTED, OpContext, compile_field
@@ -144,7 +145,7 @@ class _Compiler:
         # truthy reads the value and its type tag several times: materialise both once.
         result = compiled.value if compiled.cheap else self.scope.bind(compiled.value)
         kind = compiled.static_kind or self.scope.bind(V.kind_of(result))
-        return Predicate(V.truthy(result, kind), compiled.error)
+        return Predicate(O.truthy(result, kind), compiled.error)
 
     def _fail(self, path: str, message: str, code: str = ProblemCode.INVALID_ARGUMENTS) -> None:
         self.problems.error(path, code, message)

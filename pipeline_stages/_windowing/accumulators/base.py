@@ -26,11 +26,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from pipeline_stages._documents.values import (
-    MISSING,
-    from_ejson,
-    to_ejson,
-)
+from pipeline_stages._documents.ejson import from_ejson
+from pipeline_stages._documents.values import MISSING, to_ejson
 
 
 class Accumulator(ABC):

@@ -12,10 +12,10 @@ from typing import Any
 
 from typing_extensions import override
 
+from pipeline_stages._documents.ejson import from_ejson
 from pipeline_stages._documents.values import (
     MISSING,
     MqlError,
-    from_ejson,
     is_nullish,
     mql_type,
     repr_for_error,

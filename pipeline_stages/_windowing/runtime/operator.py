@@ -36,6 +36,9 @@ import pandas as pd
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.clock import Clock
 from pipeline_stages._windowing.runtime.emit import Emitter, Segment, late_doc
+from pipeline_stages._windowing.runtime.fixed import FixedState, FixedWindows
+from pipeline_stages._windowing.runtime.session import SessionState, SessionWindows
+from pipeline_stages._windowing.runtime.sliding import SlidingState, SlidingWindows
 from pipeline_stages._windowing.runtime.stamp import Stamp, stamp_text
 from pipeline_stages._windowing.runtime.values import date_json
 
@@ -54,14 +57,9 @@ _STATE_VERSION = 1
 def make_core(spec: C.OperatorSpec, state: Any, clock: Clock, out: Emitter) -> Any:
     """The window core for the spec's kind, over its state (fresh when None)."""
     if spec.kind == "fixed":
-        from pipeline_stages._windowing.runtime.fixed import FixedState, FixedWindows
-
         return FixedWindows(spec, state or FixedState(), clock, out)
     if spec.kind == "session":
-        from pipeline_stages._windowing.runtime.session import SessionState, SessionWindows
-
         return SessionWindows(spec, state or SessionState(), clock, out)
-    from pipeline_stages._windowing.runtime.sliding import SlidingState, SlidingWindows
 
     return SlidingWindows(spec, state or SlidingState(), clock, out)
 

@@ -17,13 +17,8 @@ import numpy as np
 import pandas as pd
 from bson import Int64
 
-from pipeline_stages._documents.values import (
-    MISSING,
-    format_iso_date,
-    from_ejson,
-    to_datetime_ms,
-    to_ejson,
-)
+from pipeline_stages._documents.ejson import from_ejson
+from pipeline_stages._documents.values import MISSING, format_iso_date, to_datetime_ms, to_ejson
 from pipeline_stages._stream.json_text import prefer_double
 from pipeline_stages._windowing.runtime import config as C
 

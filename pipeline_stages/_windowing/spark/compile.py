@@ -43,6 +43,7 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import NumericType
 
 from pipeline_stages._base import ProblemCode, join_path
+from pipeline_stages._entry import entry_of, key_of
 from pipeline_stages._stream.context import WindowPlan
 from pipeline_stages._stream.envelope import (
     ENVELOPE_SCHEMA,
@@ -96,8 +97,6 @@ _WINDOW_META_MARKERS = ('"stream.window', '"stream"', "_stream_meta.window", '"$
 
 def inner_stages(spec: Any, path: str, key: str) -> list[InnerStage]:
     """The window's inner stages with their absolute paths."""
-    from pipeline_stages import key_of
-
     return [
         InnerStage(key_of(stage), stage, join_path(path, key, "pipeline", index))
         for index, stage in enumerate(spec.pipeline)
@@ -246,11 +245,9 @@ def compile_window(
         batch = _batch_window(shipped, op_spec, tuple(split.suffix), stamp)
     if not split.suffix:
         return WindowResult(envelopes=envelopes, batch=batch, **clock)
-    from pipeline_stages import REGISTRY
-
     after = frame_from_envelope(envelopes)
     for stage in split.suffix:
-        after = REGISTRY[stage.key].module.compile(stage.spec, after, ctx, stage.path)
+        after = entry_of(stage.spec).module.compile(stage.spec, after, ctx, stage.path)
     return WindowResult(envelopes=envelope_from_frame(after), frame=after, batch=batch, **clock)
 
 

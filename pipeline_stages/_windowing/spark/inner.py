@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode
 from pipeline_stages._connectors.sources.scripted import CLOCK_PART
+from pipeline_stages._entry import entry_of
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.paths import set_field
 from pipeline_stages._mql.scope import Expr, Scope
@@ -188,13 +189,11 @@ def explode_fixed(frame: StreamFrame, geometry: C.FixedGeometry, *, meta_field: 
 
 def compile_prefix(frame: StreamFrame, prefix: Sequence[InnerStage], ctx: Any) -> StreamFrame:
     """Run the prefix stages natively; their drops become flag 6, their failures flag 3."""
-    from pipeline_stages import REGISTRY
-
     saved = ctx.window_ahead
     ctx.window_ahead = True
     try:
         for stage in prefix:
-            frame = REGISTRY[stage.key].module.compile(stage.spec, frame, ctx, stage.path)
+            frame = entry_of(stage.spec).module.compile(stage.spec, frame, ctx, stage.path)
     finally:
         ctx.window_ahead = saved
     return mark_inside_failures(frame, dropped=True)

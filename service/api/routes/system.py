@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service.api import present
 from service.api.deps import ServicesDep, require_api_key
+from service.api.metrics import CONTENT_TYPE, ProcessorSample, render
 from service.schemas.processors import Health
 
 try:
@@ -41,16 +42,12 @@ async def healthz(services: ServicesDep) -> dict[str, Any]:
 )
 async def metrics(services: ServicesDep) -> PlainTextResponse:
     """Per-processor counters, watermark lag, batch duration and state size."""
-    from service.api.metrics import CONTENT_TYPE
-
     text = await run_in_threadpool(services_metrics, services)
     return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
 
 def services_metrics(services: Any) -> str:
     """Render `/metrics` from the manager's current view."""
-    from service.api.metrics import ProcessorSample, render
-
     manager = services.manager
     samples = []
     for record in manager.all_records():

@@ -21,7 +21,7 @@ from pipeline_stages._connectors.sources.files import (
     line_ranges,
     listed,
 )
-from pipeline_stages._engine.sink import BatchResult, Output
+from pipeline_stages._stream.batch import BatchResult, Output
 
 # ----------------------------------------------------------------------------- paths
 

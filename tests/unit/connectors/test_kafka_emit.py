@@ -17,7 +17,7 @@ from pipeline_stages._connectors.sinks.kafka import (
     KafkaEmitWriter,
     kafka_names,
 )
-from pipeline_stages._engine.sink import BatchResult, Output
+from pipeline_stages._stream.batch import BatchResult, Output
 
 CONNECTION = type("Conn", (), {"config": {"bootstrapServers": "h:1"}})()
 NOW = datetime(2024, 1, 1, tzinfo=UTC)

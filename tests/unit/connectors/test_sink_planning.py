@@ -21,7 +21,7 @@ from pipeline_stages._connectors.sinks.plans import (
     computed_names,
     resolve_name,
 )
-from pipeline_stages._engine.sink import Output, sink_target
+from pipeline_stages._stream.batch import Output, sink_target
 from pipeline_stages._stream.context import BUILTIN_CONNECTIONS, ConnectionInfo
 
 CONNECTIONS = {

@@ -12,11 +12,11 @@ from bson import Int64, ObjectId
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline_stages._documents.ejson import from_ejson
 from pipeline_stages._documents.values import (
     MISSING,
     compare,
     format_iso_date,
-    from_ejson,
     get_path,
     mql_type,
     parse_iso_date,

@@ -7,6 +7,7 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 
 #: One value per BSON type, in MQL's cross-type sort order.
@@ -62,9 +63,9 @@ def test_compare_follows_bson_order(spark, with_kinds):
     )
     if with_kinds:
         df = df.withColumns({"lk": V.kind_of(F.col("l")), "rk": V.kind_of(F.col("r"))})
-        cmp = V.compare(F.col("l"), F.col("r"), F.col("lk"), F.col("rk"))
+        cmp = O.compare(F.col("l"), F.col("r"), F.col("lk"), F.col("rk"))
     else:
-        cmp = V.compare(F.col("l"), F.col("r"))
+        cmp = O.compare(F.col("l"), F.col("r"))
     got = [r[0] for r in df.select(cmp).collect()]
     expected = [(i > j) - (i < j) for i in range(n) for j in range(n)]
     # "a" < "b" and False < True are value orders inside one type; the table is sorted.
@@ -76,11 +77,11 @@ def test_missing_sorts_before_null_and_equals_itself(spark):
     row = (
         spark.range(1)
         .select(
-            V.compare(V.missing(), V.null()).alias("mn"),
-            V.equals(V.missing(), V.missing()).alias("mm"),
-            V.equals(V.literal(1), V.literal(1.0)).alias("num"),
-            V.equals(V.literal(9007199254740993), V.literal(9007199254740992)).alias("long"),
-            V.compare(V.literal("B"), V.literal("a"), "string", "string").alias("bytes"),
+            O.compare(V.missing(), V.null()).alias("mn"),
+            O.equals(V.missing(), V.missing()).alias("mm"),
+            O.equals(V.literal(1), V.literal(1.0)).alias("num"),
+            O.equals(V.literal(9007199254740993), V.literal(9007199254740992)).alias("long"),
+            O.compare(V.literal("B"), V.literal("a"), "string", "string").alias("bytes"),
         )
         .first()
     )
@@ -98,9 +99,9 @@ def test_truthy(spark):
     values = [None, False, 0, 0.0, True, 1, -0.5, "", "false", [], {}]
     expected = [False, False, False, False, True, True, True, True, True, True, True]
     df = spark.createDataFrame([(json.dumps(v),) for v in values], "j string")
-    got = [r[0] for r in df.select(V.truthy(F.parse_json("j"))).collect()]
+    got = [r[0] for r in df.select(O.truthy(F.parse_json("j"))).collect()]
     assert got == expected
-    assert spark.range(1).select(V.truthy(V.missing())).first()[0] is False
+    assert spark.range(1).select(O.truthy(V.missing())).first()[0] is False
 
 
 @pytest.mark.spark

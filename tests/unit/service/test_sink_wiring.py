@@ -12,7 +12,7 @@ import pytest
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
-from pipeline_stages._engine.sink import BatchResult, Output
+from pipeline_stages._stream.batch import BatchResult, Output
 from service.cli.process import StdoutWriter, _LocalStore
 from service.manager.stats import LiveStats
 from service.manager.writers import DlqWriter, ProcessorWriter, SampleBuffer

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._engine.sink import BatchResult, Output
+from pipeline_stages._stream.batch import BatchResult, Output
 from service.api.metrics import ProcessorSample, render
 from service.manager.runs import summarize_error
 from service.manager.stats import LiveStats
