@@ -19,12 +19,12 @@ from typing import Any
 from pydantic import Field
 
 from pipeline_stages._base import Offset
-from pipeline_stages._windowing.runtime.config import FixedGeometry
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.stage_fields import (
     BoundedWindowSpecBase,
+    FixedWindowTiming,
     IntervalDuration,
     PositiveDuration,
-    WindowGeometry,
 )
 
 KEY = "$hoppingWindow"
@@ -37,21 +37,22 @@ class HoppingWindowSpec(BoundedWindowSpecBase):
     hop_size: PositiveDuration = Field(alias="hopSize")
     offset: Offset | None = None
 
-    def geometry(self) -> WindowGeometry:
-        """The window's timing in milliseconds."""
-        return WindowGeometry(
-            interval_ms=self.interval.ms,
-            hop_ms=self.hop_size.ms,
-            offset_ms=self.offset.ms if self.offset else 0,
+    def geometry(self) -> FixedWindowTiming:
+        """The window's grid and timing in milliseconds."""
+        return FixedWindowTiming(
+            grid=WindowGeometry(
+                interval_ms=self.interval.ms,
+                hop_ms=self.hop_size.ms,
+                offset_ms=self.offset.ms if self.offset else 0,
+            ),
             allowed_lateness_ms=self.allowed_lateness_ms(),
             idle_timeout_ms=self.idle_timeout_ms(),
         )
 
 
 def compile(spec: HoppingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
-    """Compile the window into the Spark window operator (`_engine.window_compile`)."""
+    """Compile the window into the Spark window operator (`_windowing.spark.compile`)."""
     from pipeline_stages._windowing.spark.compile import compile_window
 
-    timing = spec.geometry()
-    geometry = FixedGeometry(timing.interval_ms, timing.hop_ms, timing.offset_ms)
-    return compile_window(spec, frame, ctx, path, key=KEY, kind="fixed", geometry=geometry)
+    grid = spec.geometry().grid
+    return compile_window(spec, frame, ctx, path, key=KEY, kind="fixed", geometry=grid)

@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline_stages._base import Offset
-from pipeline_stages._windowing.runtime.config import FixedGeometry
 from pipeline_stages._windowing.stage_fields import (
     BoundedWindowSpecBase,
+    FixedWindowTiming,
     IntervalDuration,
-    WindowGeometry,
 )
 from pipeline_stages.hopping_window import HoppingWindowSpec
 
@@ -43,7 +42,7 @@ class TumblingWindowSpec(BoundedWindowSpecBase):
             _fields_set=fields_set, **dict(self), hop_size=self.interval
         )
 
-    def geometry(self) -> WindowGeometry:
+    def geometry(self) -> FixedWindowTiming:
         """The window's timing in milliseconds (`hop_ms == interval_ms`)."""
         return self.as_hopping().geometry()
 
@@ -52,6 +51,5 @@ def compile(spec: TumblingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  
     """Compile as a hopping window whose hop is its interval (one window code path)."""
     from pipeline_stages._windowing.spark.compile import compile_window
 
-    timing = spec.geometry()
-    geometry = FixedGeometry(timing.interval_ms, timing.hop_ms, timing.offset_ms)
-    return compile_window(spec, frame, ctx, path, key=KEY, kind="fixed", geometry=geometry)
+    grid = spec.geometry().grid
+    return compile_window(spec, frame, ctx, path, key=KEY, kind="fixed", geometry=grid)

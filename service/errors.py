@@ -47,7 +47,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pipeline_stages._base import Problem, escape_pointer_token
+from pipeline_stages._base import Problem
+from pipeline_stages._problems import loc_to_path
 from service.stores import (
     AlreadyExists,
     Conflict,
@@ -281,15 +282,17 @@ def error_body(
     }
 
 
-def loc_to_path(loc: Sequence[str | int]) -> str:
+def request_path(loc: Sequence[str | int]) -> str:
     """A JSON pointer from a FastAPI/pydantic `loc`: the body root is `/`, others are named.
 
-    `("body", "pipeline", 0)` -> `/pipeline/0`; `("query", "limit")` -> `/query/limit`.
+    `("body", "pipeline", 0)` -> `/pipeline/0`; `("query", "limit")` -> `/query/limit`. The
+    pointer itself is built by the pipeline language's `loc_to_path`, so request errors and
+    pipeline errors name paths by the same rules.
     """
-    parts = list(loc)
+    parts = tuple(loc)
     if parts and parts[0] == "body":
         parts = parts[1:]
-    return "".join("/" + escape_pointer_token(part) for part in parts)
+    return loc_to_path("", parts)
 
 
 def problems_from_request_error(exc: RequestValidationError) -> list[Problem]:
@@ -298,7 +301,7 @@ def problems_from_request_error(exc: RequestValidationError) -> list[Problem]:
     for error in exc.errors():
         code = str(error.get("type", "invalid"))
         message = str(error.get("msg", "invalid value"))
-        problems.append(Problem(code, loc_to_path(error.get("loc", ())), message))
+        problems.append(Problem(code, request_path(error.get("loc", ())), message))
     return problems
 
 

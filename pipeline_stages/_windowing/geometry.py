@@ -179,6 +179,20 @@ class WindowGeometry:
         start = ts - self.interval_ms + self.hop_ms - np.mod(ts - self.offset_ms, self.hop_ms)
         return np.maximum(start, 0)
 
+    def grid_np(
+        self, ts: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Candidate window starts per event (`oldest + k * hop`) and which of them contain it.
+
+        At most ceil(interval / hop) + 1 grid points lie in [oldest, t]: one column each.
+        """
+        ts = np.asarray(ts, dtype=np.int64)
+        k_max = -(-self.interval_ms // self.hop_ms) + 1
+        ks = np.arange(k_max, dtype=np.int64)
+        starts = self.oldest_start_np(ts)[:, None] + ks[None, :] * self.hop_ms
+        contains = (starts <= ts[:, None]) & (ts[:, None] < starts + self.interval_ms)
+        return starts, contains
+
     def assign_np(
         self, ts: npt.NDArray[np.int64], min_open_start: int | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -192,12 +206,7 @@ class WindowGeometry:
             `(rows, starts)`: parallel int64 arrays; row `i` of `ts` appears once per window.
         """
         ts = np.asarray(ts, dtype=np.int64)
-        oldest = self.oldest_start_np(ts)
-        # At most ceil(interval / hop) + 1 grid points lie in [oldest, t]; test each of them.
-        k_max = -(-self.interval_ms // self.hop_ms) + 1
-        ks = np.arange(k_max, dtype=np.int64)
-        starts = oldest[:, None] + ks[None, :] * self.hop_ms
-        keep = (starts <= ts[:, None]) & (ts[:, None] < starts + self.interval_ms)
+        starts, keep = self.grid_np(ts)
         if min_open_start is not None:
             keep &= starts >= min_open_start
         rows = np.broadcast_to(np.arange(len(ts), dtype=np.int64)[:, None], starts.shape)

@@ -33,6 +33,7 @@ from pipeline_stages._base import (
     join_path,
 )
 from pipeline_stages._problems import CheckedSpec, ErrorList
+from pipeline_stages._windowing.geometry import WindowGeometry
 
 if TYPE_CHECKING:
     from pipeline_stages import Stage
@@ -119,17 +120,15 @@ def duration_ms(value: Duration | Literal[0]) -> int:
 
 
 @dataclass(frozen=True)
-class WindowGeometry:
-    """A tumbling or hopping window in milliseconds; tumbling has `hop_ms == interval_ms`.
+class FixedWindowTiming:
+    """A tumbling or hopping window's timing: its grid, in milliseconds, and when it closes.
 
     `allowed_lateness_ms` is 0 for processing-time windows (nothing is ever late there).
     `idle_timeout_ms` is None when idle closing is disabled; `0` (Atlas `idleTimeout: 0`)
     means windows close as soon as the source has been idle for their remaining time.
     """
 
-    interval_ms: int
-    hop_ms: int
-    offset_ms: int
+    grid: WindowGeometry
     allowed_lateness_ms: int
     idle_timeout_ms: int | None
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline_stages._windowing.geometry import WindowGeometry
+
 FLAG_OK = 0
 FLAG_TICK = 1
 FLAG_FAILED_BEFORE = 2
@@ -173,15 +175,6 @@ class InnerPlan:
 
 
 @dataclass(frozen=True)
-class FixedGeometry:
-    """Tumbling/hopping windows in ms (tumbling: `hop_ms == interval_ms`)."""
-
-    interval_ms: int
-    hop_ms: int
-    offset_ms: int
-
-
-@dataclass(frozen=True)
 class SessionGeometry:
     """`$sessionWindow` timing in ms."""
 
@@ -200,7 +193,7 @@ class OperatorSpec:
     """Everything the operator function needs, shipped to the Python workers once."""
 
     kind: str  # "fixed" | "session" | "sliding"
-    geometry: FixedGeometry | SessionGeometry | SlidingGeometry
+    geometry: WindowGeometry | SessionGeometry | SlidingGeometry
     allowed_lateness_ms: int
     idle_timeout_ms: int | None
     processing_time: bool

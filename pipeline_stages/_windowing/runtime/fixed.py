@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.clock import Clock
 from pipeline_stages._windowing.runtime.emit import (
@@ -52,9 +53,10 @@ class FixedWindows:
 
     def __init__(self, spec: C.OperatorSpec, state: FixedState, clock: Clock, out: Emitter) -> None:
         geometry = spec.geometry
-        if not isinstance(geometry, C.FixedGeometry):
-            raise TypeError("fixed windows need a FixedGeometry")
-        self.size, self.hop, self.offset = geometry.interval_ms, geometry.hop_ms, geometry.offset_ms
+        if not isinstance(geometry, WindowGeometry):
+            raise TypeError("fixed windows need a WindowGeometry")
+        self.geometry = geometry
+        self.size, self.hop = geometry.interval_ms, geometry.hop_ms
         self.lateness = spec.allowed_lateness_ms
         self.spec = spec
         self.state = state
@@ -66,17 +68,11 @@ class FixedWindows:
 
     def oldest_start(self, t: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """§4.1 `oldestStart`, clamped at 0."""
-        start = t - self.size + self.hop - np.mod(t - self.offset, self.hop)
-        return np.maximum(start, 0)
+        return self.geometry.oldest_start_np(t)
 
     def grid(self, t: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """Candidate window starts per event (`oldest + k * hop`) and which contain it."""
-        k_max = -(-self.size // self.hop) + 1
-        starts = (
-            self.oldest_start(t)[:, None] + np.arange(k_max, dtype=np.int64)[None, :] * self.hop
-        )
-        contains = (starts <= t[:, None]) & (t[:, None] < starts + self.size)
-        return starts, contains
+        return self.geometry.grid_np(t)
 
     # ------------------------------------------------------------------ segments
 

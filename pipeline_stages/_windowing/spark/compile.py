@@ -58,6 +58,7 @@ from pipeline_stages._windowing.batch.engine import (
     ineligible,
     shipped_columns,
 )
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.blocking import is_simple
 from pipeline_stages._windowing.runtime.operator import STATE_SCHEMA, make_operator
@@ -157,7 +158,7 @@ def compile_window(
     *,
     key: str,
     kind: str,
-    geometry: C.FixedGeometry | C.SessionGeometry | C.SlidingGeometry,
+    geometry: WindowGeometry | C.SessionGeometry | C.SlidingGeometry,
     partition_by: Any = None,
 ) -> WindowPlan:
     """The `compile` of the four window stages (see the module docstring)."""
@@ -196,7 +197,7 @@ def compile_window(
                 operator=split.first_operator,
                 problems=problems,
             )
-        if exploded and isinstance(geometry, C.FixedGeometry):
+        if exploded and isinstance(geometry, WindowGeometry):
             frame = explode_fixed(frame, geometry, meta_field=source.meta_field)
         frame = compile_prefix(frame, split.prefix, ctx)
         group_plan = None

@@ -47,6 +47,7 @@ from pipeline_stages._stream.frame import (
     SUB,
     StreamFrame,
 )
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 
 BLOCKING = frozenset({"$group", "$sort", "$limit", "$count"})
@@ -151,7 +152,7 @@ def window_object(start: Column, end: Column) -> Column:
     )
 
 
-def explode_fixed(frame: StreamFrame, geometry: C.FixedGeometry, *, meta_field: str) -> StreamFrame:
+def explode_fixed(frame: StreamFrame, geometry: WindowGeometry, *, meta_field: str) -> StreamFrame:
     """One row per (document, window containing it), the window set in its metadata.
 
     Documents in a hop gap (no window contains them) become ticks. Rows other than healthy

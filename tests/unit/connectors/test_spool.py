@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._connectors.sources.spool import Spool, SpoolError
 from pipeline_stages._connectors.sources import spool as spool_module
+from pipeline_stages._connectors.sources.spool import Spool, SpoolError
 
 
 def segment_files(root: Path, connection: str = "c1") -> list[Path]:

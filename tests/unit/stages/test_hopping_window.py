@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import pipeline_stages.hopping_window as module
-from pipeline_stages._windowing.stage_fields import WindowGeometry
+from pipeline_stages._windowing.geometry import WindowGeometry
+from pipeline_stages._windowing.stage_fields import FixedWindowTiming
 from pipeline_stages.hopping_window import KEY, HoppingWindowSpec
 
 GROUP = {"$group": {"_id": None, "n": {"$count": {}}}}
@@ -28,13 +29,13 @@ def test_key_and_no_operator_name() -> None:
 def test_defaults_and_geometry(parse_body) -> None:
     spec = parse_body(KEY, window())
     assert isinstance(spec, HoppingWindowSpec)
-    assert spec.geometry() == WindowGeometry(5_000, 2_000, 0, 3_000, None)
+    assert spec.geometry() == FixedWindowTiming(WindowGeometry(5_000, 2_000, 0), 3_000, None)
 
 
 @pytest.mark.parametrize("hop", [{"size": 10, "unit": "second"}, {"size": 500, "unit": "ms"}])
 def test_hop_may_exceed_or_undercut_interval(parse_body, hop) -> None:
     spec = parse_body(KEY, window(hopSize=hop))
-    assert spec.geometry().hop_ms == spec.hop_size.ms
+    assert spec.geometry().grid.hop_ms == spec.hop_size.ms
 
 
 def test_offset_and_idle(parse_body) -> None:
@@ -45,7 +46,9 @@ def test_offset_and_idle(parse_body) -> None:
             idleTimeout={"size": 1, "unit": "minute"},
         ),
     )
-    assert spec.geometry() == WindowGeometry(5_000, 2_000, -1_800_000, 3_000, 60_000)
+    assert spec.geometry() == FixedWindowTiming(
+        WindowGeometry(5_000, 2_000, -1_800_000), 3_000, 60_000
+    )
 
 
 @pytest.mark.parametrize(

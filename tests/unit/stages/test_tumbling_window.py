@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import pipeline_stages.tumbling_window as module
-from pipeline_stages._windowing.stage_fields import WindowGeometry
+from pipeline_stages._windowing.geometry import WindowGeometry
+from pipeline_stages._windowing.stage_fields import FixedWindowTiming
 from pipeline_stages.hopping_window import HoppingWindowSpec
 from pipeline_stages.match import MatchSpec
 from pipeline_stages.tumbling_window import KEY, TumblingWindowSpec
@@ -30,7 +31,7 @@ def test_defaults(parse_body) -> None:
     assert (spec.allowed_lateness.size, spec.allowed_lateness.unit) == (3, "second")
     assert spec.idle_timeout is None
     assert spec.offset is None
-    assert spec.geometry() == WindowGeometry(10_000, 10_000, 0, 3_000, None)
+    assert spec.geometry() == FixedWindowTiming(WindowGeometry(10_000, 10_000, 0), 3_000, None)
 
 
 def test_aliases_and_geometry(parse_body) -> None:
@@ -43,13 +44,15 @@ def test_aliases_and_geometry(parse_body) -> None:
             idleTimeout={"size": 2, "unit": "minute"},
         ),
     )
-    assert spec.geometry() == WindowGeometry(3_600_000, 3_600_000, 28_800_000, 1_800_000, 120_000)
+    assert spec.geometry() == FixedWindowTiming(
+        WindowGeometry(3_600_000, 3_600_000, 28_800_000), 1_800_000, 120_000
+    )
 
 
 def test_zero_forms(parse_body) -> None:
     spec = parse_body(KEY, window(allowedLateness=0, idleTimeout=0))
     assert (spec.allowed_lateness, spec.idle_timeout) == (0, 0)
-    assert spec.geometry() == WindowGeometry(10_000, 10_000, 0, 0, 0)
+    assert spec.geometry() == FixedWindowTiming(WindowGeometry(10_000, 10_000, 0), 0, 0)
     assert parse_body(KEY, window(allowedLateness=0.0)).allowed_lateness == 0
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 
 from pipeline_stages._stream.frame import KIND_OUTPUT
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.operator import make_operator
 
@@ -68,7 +69,7 @@ def spec(
     **source: Any,
 ) -> C.OperatorSpec:
     geometry: Any = {
-        "fixed": C.FixedGeometry(interval_ms=10_000, hop_ms=hop_ms, offset_ms=0),
+        "fixed": WindowGeometry(interval_ms=10_000, hop_ms=hop_ms, offset_ms=0),
         "session": C.SessionGeometry(gap_ms=hop_ms),
         "sliding": C.SlidingGeometry(time_difference_ms=hop_ms),
     }[kind]
