@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline_stages import parse_pipeline  # noqa: E402
 from pipeline_stages._base import ProblemCollector  # noqa: E402
 from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink  # noqa: E402
-from pipeline_stages._connectors.sources import register_all  # noqa: E402
+from pipeline_stages._connectors.sources.register import register_all  # noqa: E402
 from pipeline_stages._engine.plan import compile_pipeline  # noqa: E402
 from pipeline_stages._stream.batch import BatchResult  # noqa: E402
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo  # noqa: E402

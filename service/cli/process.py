@@ -26,16 +26,16 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from pipeline_stages import parse_pipeline
-from pipeline_stages._base import PipelineInvalid, Problem, ProblemCollector
+from pipeline_stages._base import PipelineInvalid, Problem
 from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
-from pipeline_stages._connectors.sources import register_all
-from pipeline_stages._engine.plan import compile_pipeline
+from pipeline_stages._connectors.sources.register import register_all
 from pipeline_stages._engine.session import build_session, start_query
 from pipeline_stages._stream.batch import BatchResult
-from pipeline_stages._stream.context import CompileContext, ConnectionInfo
+from pipeline_stages._stream.context import ConnectionInfo
 from pipeline_stages._windowing.batch.pipelining import WindowFoldError
 from service.config.settings import default_data_dir
 from service.config.spark_conf import environment_conf
+from service.runtime.assemble import compile_context, compile_run
 from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
 from service.stores import open_stores
 
@@ -171,18 +171,15 @@ def _compile_and_run(
     max_seconds: float,
 ) -> int:
     spark, processor_name, batch_size = ctx_args
-    ctx = CompileContext(
-        spark=spark,
-        processor_name=processor_name,
-        problems=ProblemCollector(),
+    ctx = compile_context(
+        spark,
+        processor=processor_name,
+        connections=connections,
         has_dlq=True,
         batch_size=batch_size,
-        connections={
-            n: ConnectionInfo(c.name, c.type, dict(c.config)) for n, c in connections.items()
-        },
     )
     try:
-        compiled = compile_pipeline(parsed, ctx)
+        compiled = compile_run(parsed, ctx)
     except PipelineInvalid as error:
         err.write(problems_json(error) + "\n")
         return EXIT_INVALID
@@ -203,7 +200,6 @@ class _LocalStore:
         self.clients = ClusterClients()
 
     def _open(self) -> Any:
-
         if self._stores is None:
             data_dir = os.environ.get("SLUICE_DATA_DIR") or str(default_data_dir())
             os.makedirs(data_dir, exist_ok=True)

@@ -20,12 +20,19 @@ import os
 import threading
 from typing import Any
 
+from pyspark.sql.streaming import StreamingQueryListener
+
 from pipeline_stages import parse_pipeline
-from pipeline_stages._base import Problem, ProblemCollector
+from pipeline_stages._base import Problem
+from pipeline_stages._engine.session import start_query
+from pipeline_stages._windowing.batch.engine import ENGINE_CONF
+from pipeline_stages._windowing.spark.compile import conf_bucket_count
 from service.config.settings import Settings
 from service.errors import EngineUnavailable
+from service.runtime.assemble import compile_context, compile_run
 from service.runtime.engine import CompileRequest, ProgressCallback, RunRequest
 from service.runtime.spark_code import ExecutorEnvironmentError, check_executors, ship_code
+from service.runtime.window_pins import WINDOW_STATE_DIR, checkpoint_buckets, checkpoint_engine
 
 log = logging.getLogger("sluice.service")
 
@@ -65,8 +72,6 @@ class SparkQueryHandle:
 
 
 def _make_listener(callback: ProgressCallback) -> Any:
-    from pyspark.sql.streaming import StreamingQueryListener
-
     class _Listener(StreamingQueryListener):
         """Forwards progress to the manager; runs on the JVM's listener bus thread."""
 
@@ -149,7 +154,7 @@ class SparkEngine:
 
     def _boot(self) -> None:
         try:
-            from pipeline_stages._connectors.sources import register_all
+            from pipeline_stages._connectors.sources.register import register_all
             from pipeline_stages._engine.session import build_session
 
             session = build_session(
@@ -207,25 +212,17 @@ class SparkEngine:
         window_engine: str | None = None,
         window_buckets: int | None = None,
     ) -> tuple[Any, list[Problem]]:
-        from pipeline_stages._engine.plan import compile_pipeline
-        from pipeline_stages._stream.context import CompileContext, ConnectionInfo
-
-        spark = self.session()
-        ctx = CompileContext(
-            spark=spark,
-            processor_name=request.name,
-            problems=ProblemCollector(),
+        ctx = compile_context(
+            self.session(),
+            processor=request.name,
+            connections=request.connections,
             has_dlq=request.has_dlq,
-            connections={
-                name: ConnectionInfo(c.name, c.type, c.config)
-                for name, c in request.connections.items()
-            },
             data_dir=str(self._settings.data_dir),
             window_engine=window_engine,
             window_buckets=window_buckets,
         )
         with self._compile_lock:
-            compiled = compile_pipeline(parse_pipeline(request.pipeline), ctx)
+            compiled = compile_run(parse_pipeline(request.pipeline), ctx)
         return compiled, list(ctx.problems.warnings)
 
     def check(self, request: CompileRequest) -> list[Problem]:
@@ -236,14 +233,6 @@ class SparkEngine:
     def launch(self, request: RunRequest) -> SparkQueryHandle:
         """Compile the pipeline (on its checkpoint's window engine and bucket count) and start
         its query."""
-        from pipeline_stages._engine.session import start_query
-        from pipeline_stages._windowing.batch.engine import ENGINE_CONF
-        from pipeline_stages._windowing.spark.compile import conf_bucket_count
-        from service.runtime.window_pins import (
-            WINDOW_STATE_DIR,
-            checkpoint_buckets,
-            checkpoint_engine,
-        )
 
         configured = self.session().conf.get(ENGINE_CONF, "operator") or "operator"
         engine = checkpoint_engine(request.checkpoint_dir, configured)

@@ -10,8 +10,8 @@ import pytest
 from pipeline_stages import parse_pipeline
 from pipeline_stages import source as source_stage
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._connectors.sources import register_all
 from pipeline_stages._connectors.sources.http_ingest import encode_record
+from pipeline_stages._connectors.sources.register import register_all
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from service.stores import Spool
 from tests.streaming import wait_until

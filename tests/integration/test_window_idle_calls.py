@@ -20,7 +20,7 @@ import pytest
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
-from pipeline_stages._connectors.sources import register_all
+from pipeline_stages._connectors.sources.register import register_all
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._engine.session import start_query
 from pipeline_stages._stream.context import CompileContext

@@ -30,7 +30,7 @@ def test_readme_example_is_a_valid_pipeline(block: str) -> None:
 def test_readme_example_compiles_to_a_spark_plan(spark: object, block: str) -> None:
     """Compiling catches what parsing cannot: unknown expression operators, connections."""
     from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._connectors.sources import register_all
+    from pipeline_stages._connectors.sources.register import register_all
     from pipeline_stages._engine.plan import compile_pipeline
     from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 

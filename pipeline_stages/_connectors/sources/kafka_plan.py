@@ -31,7 +31,6 @@ from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._connectors.kafka_conf import client_config
-from pipeline_stages._connectors.sources import RAW_SCHEMA
 from pipeline_stages._connectors.sources import kafka_offsets as K
 from pipeline_stages._connectors.sources.ingest import ingest_source
 from pipeline_stages._connectors.sources.kafka import (
@@ -39,6 +38,7 @@ from pipeline_stages._connectors.sources.kafka import (
     FORMAT,
     KafkaStreamReader,
 )
+from pipeline_stages._connectors.sources.raw_source import RAW_SCHEMA
 from pipeline_stages._stream.context import SourcePlan
 from pipeline_stages._stream.frame import META, StreamFrame
 from pipeline_stages._stream.json_text import prefer_double

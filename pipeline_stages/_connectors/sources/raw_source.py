@@ -12,7 +12,8 @@ from typing import ClassVar
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from pipeline_stages._connectors.sources import RAW_SCHEMA
+#: The row every source yields (see the package docstring for the fields).
+RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING"
 
 
 class RawRecordSource(DataSource):

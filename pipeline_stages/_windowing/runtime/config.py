@@ -235,3 +235,7 @@ class OperatorSpec:
             or self.processing_time
             or self.source.partition_idle_timeout_ms is not None
         )
+
+
+#: Reason placeholder the operator replaces by `$mergeObjects`'s message (formatted there).
+MERGE_INVALID = "\x00mergeObjects:"

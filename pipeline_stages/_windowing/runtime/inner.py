@@ -24,6 +24,7 @@ from pipeline_stages._windowing.runtime.blocking import (
     run_later,
     sort_outputs,
 )
+from pipeline_stages._windowing.runtime.config import MERGE_INVALID
 from pipeline_stages._windowing.runtime.emit import Emitter, Segment
 from pipeline_stages._windowing.runtime.group_partials import first_per_group, partials
 from pipeline_stages._windowing.runtime.values import (
@@ -33,7 +34,6 @@ from pipeline_stages._windowing.runtime.values import (
     window_meta,
     with_window,
 )
-from pipeline_stages._windowing.spark.inner import MERGE_INVALID
 
 
 class InnerRuntime:

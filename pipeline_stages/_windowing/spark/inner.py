@@ -56,8 +56,6 @@ _WINDOW_MARKERS = ("$meta", "$$ROOT", "$$CURRENT", "_stream_meta")
 #: The operator that DLQs late documents when the inner pipeline starts with a non-window
 #: stage: the planner's implicit `$limit` (the reference model's rule).
 _FIRST_OPERATORS = {"$group": "GroupOperator", "$count": "GroupOperator", "$sort": "SortOperator"}
-#: Reason placeholder the operator replaces by `$mergeObjects`'s message (formatted there).
-MERGE_INVALID = "\x00mergeObjects:"
 
 
 @dataclass(frozen=True)
