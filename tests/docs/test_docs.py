@@ -69,6 +69,15 @@ def _is_pipeline(value: Any) -> bool:
     )
 
 
+def _pipeline_of(value: Any) -> list[Any] | None:
+    """The pipeline a JSON value is or holds (a request body's `pipeline`), else None."""
+    if _is_pipeline(value):
+        return value
+    if isinstance(value, dict) and _is_pipeline(value.get("pipeline")):
+        return value["pipeline"]
+    return None
+
+
 def _loads_or_none(text: str) -> Any:
     try:
         return json.loads(text)
@@ -79,7 +88,7 @@ def _loads_or_none(text: str) -> Any:
 BLOCKS = _blocks()
 JSON_BLOCKS = [b for b in BLOCKS if b.lang == "json"]
 JSONL_BLOCKS = [b for b in BLOCKS if b.lang == "jsonl"]
-PIPELINE_BLOCKS = [b for b in JSON_BLOCKS if _is_pipeline(_loads_or_none(b.text))]
+PIPELINE_BLOCKS = [b for b in JSON_BLOCKS if _pipeline_of(_loads_or_none(b.text)) is not None]
 SHELL_BLOCKS = [b for b in BLOCKS if b.lang in SHELL_LANGS]
 
 
@@ -134,9 +143,9 @@ def test_there_are_examples_to_check() -> None:
 
 @pytest.mark.parametrize("block", JSON_BLOCKS, ids=_ids(JSON_BLOCKS))
 def test_json_block_is_json_and_pipelines_parse(block: Block) -> None:
-    value = json.loads(block.text)
-    if _is_pipeline(value):
-        parsed = parse_pipeline(value)
+    pipeline = _pipeline_of(json.loads(block.text))
+    if pipeline is not None:
+        parsed = parse_pipeline(pipeline)
         assert parsed.stages[0].key == "$source"
 
 
@@ -175,7 +184,7 @@ def test_pipeline_compiles_to_a_spark_plan(spark: object, block: Block, tmp_path
         connections=connections,
         data_dir=str(tmp_path / "data"),
     )
-    compiled = compile_pipeline(parse_pipeline(json.loads(block.text)), ctx)
+    compiled = compile_pipeline(parse_pipeline(_pipeline_of(json.loads(block.text))), ctx)
     assert compiled.envelopes.isStreaming
 
 
