@@ -25,8 +25,8 @@ from pipeline_stages._mql.scope import Scope
 from pipeline_stages._stream.frame import DOC, META, StreamFrame
 from pipeline_stages._windowing.accumulators import make_accumulator
 from pipeline_stages._windowing.runtime import config as C
+from pipeline_stages._windowing.runtime.config import MERGE_INVALID
 from pipeline_stages._windowing.spark.inner import (
-    MERGE_INVALID,
     InnerStage,
     json_or_null,
     value_columns,
