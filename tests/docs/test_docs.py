@@ -371,7 +371,7 @@ class Route:
 @pytest.fixture(scope="module")
 def routes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Route]]:
     """The service's routes, from an app built on a temporary data directory (as
-    tests/unit/service/test_api.py builds it), read from its OpenAPI document."""
+    tests/unit/service/api/test_api.py builds it), read from its OpenAPI document."""
     from service.config.settings import Settings
     from service.main import create_app
     from tests.unit.service.fake_engine import FakeEngine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_expr_support import MISSING, Case, Err, case_ids, evaluate, mismatch
+from ..test_expression_support import MISSING, Case, Err, case_ids, evaluate, mismatch
 
 DOC = {"o": {"a": 2, "b": 3}, "n": None, "price": 10, "a": 5}
 META = {"source": {"type": "kafka", "topic": "t"}}

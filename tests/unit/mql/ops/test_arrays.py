@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_expr_support import MISSING, Case, Err, case_ids, evaluate, mismatch
+from ..test_expression_support import MISSING, Case, Err, case_ids, evaluate, mismatch
 
 DOC = {"arr": [1, 2, 3], "items": [{"p": 1}, {"p": 2}], "n": None, "k": 10, "s": "x"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_expr_support import MISSING, Approx, Case, Err, case_ids, evaluate, mismatch
+from ..test_expression_support import MISSING, Approx, Case, Err, case_ids, evaluate, mismatch
 
 D = {"$date": "2024-01-01T00:00:00.000Z"}
 DOC = {"d": D, "e": {"$date": "2024-01-01T00:01:00.000Z"}, "x": "s", "n": None}

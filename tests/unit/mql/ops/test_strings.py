@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_expr_support import Case, Err, case_ids, evaluate, mismatch
+from ..test_expression_support import Case, Err, case_ids, evaluate, mismatch
 
 DOC = {"s": "héllo", "n": None, "r": "[", "r2": "c$", "x": 5}
 

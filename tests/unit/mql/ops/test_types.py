@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from .test_expr_support import Case, Err, case_ids, evaluate, mismatch
+from ..test_expression_support import Case, Err, case_ids, evaluate, mismatch
 
 OID = "507f1f77bcf86cd799439011"
 DATE = {"$date": "2024-01-01T00:00:00.000Z"}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .test_query_harness import Row, evaluate, expand, key, row_id
+from .test_harness import Row, evaluate, expand, key, row_id
 
 REGEX_STR = {"$regularExpression": {"pattern": "^str.*", "options": ""}}
 

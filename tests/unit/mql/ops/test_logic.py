@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_expr_support import MISSING, Case, Err, case_ids, evaluate, mismatch
+from ..test_expression_support import MISSING, Case, Err, case_ids, evaluate, mismatch
 
 DATE = {"$date": "2024-01-01T00:00:00.000Z"}
 DOC = {"n": None, "s": "b", "o": {"a": 1}, "arr": [1, 2], "d": DATE, "t": True, "zero": 0}

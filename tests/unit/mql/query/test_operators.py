@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .test_query_harness import Row, evaluate, key, row_id
+from .test_harness import Row, evaluate, key, row_id
 
 
 def rx(pattern: str, options: str = "") -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_expr_support import compile_problems
+from .test_expression_support import compile_problems
 
 # (id, expression, [(code, path, message fragment), ...]) -- the expression sits at path /e.
 PROBLEMS = [

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .test_query_harness import Row, evaluate, key, problems_of, row_id
+from .test_harness import Row, evaluate, key, problems_of, row_id
 
 DATE = {"$date": "2024-01-01T00:00:00.000Z"}
 OID = {"$oid": "65a1b2c3d4e5f60718293a4b"}

@@ -13,7 +13,7 @@ from pipeline_stages._base import ProblemCollector
 from pipeline_stages._mql.query.compile import all_of, any_of, compile_filter
 from pipeline_stages._mql.scope import Bindings, Predicate, Scope, apply_bindings, drop_bindings
 
-from .test_query_harness import problems_of
+from .test_harness import problems_of
 
 M = "/pipeline/1/$match"
 RX = {"$regularExpression": {"pattern": "x", "options": ""}}
