@@ -8,7 +8,7 @@ collision). An empty body is accepted (a no-op, as in MongoDB).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline_stages._base import (
     BodySpec,
@@ -19,6 +19,11 @@ from pipeline_stages._base import (
     path_collisions,
 )
 from pipeline_stages._problems import ErrorList
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$addFields"
 OPERATOR_NAME = "AddFieldsOperator"
@@ -63,7 +68,7 @@ class AddFieldsSpec(BodySpec):
         return KEY
 
 
-def compile(spec: AddFieldsSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: AddFieldsSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001
     """Set every field of healthy documents; an expression error sends the document to the DLQ."""
     from pipeline_stages._stream.stateless import compile_add_fields
 

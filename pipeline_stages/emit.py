@@ -21,13 +21,18 @@ Sluice has no connector for them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
 from pipeline_stages._base import ProblemCode, StageModel, WholeNumber, custom_error, describe
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
 from pipeline_stages.merge import name_or_expression
+
+if TYPE_CHECKING:
+    from pipeline_stages._connectors.sinks.plans import SinkPlan
+    from pipeline_stages._stream.context import CompileContext
+
 
 KEY = "$emit"
 OPERATOR_NAME = "EmitOperator"
@@ -144,7 +149,7 @@ class EmitSpec(CheckedSpec):
             )
 
 
-def compile(spec: EmitSpec, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: EmitSpec, ctx: CompileContext, path: str) -> SinkPlan | None:  # noqa: A001
     """The `$emit` sink plan for the connection's type (`sinks.plans`).
 
     File connections get JSON-lines files per micro-batch, `Cluster` connections a

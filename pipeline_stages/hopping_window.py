@@ -14,7 +14,7 @@ inner pipeline, so this module has no `OPERATOR_NAME`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -26,6 +26,11 @@ from pipeline_stages._windowing.stage_fields import (
     IntervalDuration,
     PositiveDuration,
 )
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext, WindowPlan
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$hoppingWindow"
 
@@ -50,7 +55,9 @@ class HoppingWindowSpec(BoundedWindowSpecBase):
         )
 
 
-def compile(spec: HoppingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(
+    spec: HoppingWindowSpec, frame: StreamFrame, ctx: CompileContext, path: str
+) -> WindowPlan:  # noqa: A001
     """Compile the window into the Spark window operator (`_windowing.spark.compile`)."""
     from pipeline_stages._windowing.spark.compile import compile_window
 

@@ -14,7 +14,7 @@ and compilation rejects it with `unsupported_option`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -28,6 +28,11 @@ from pipeline_stages._base import (
     join_path,
 )
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$lookup"
 #: [INF] The reference does not name it; MongoDB's stage class is `DocumentSourceLookUp`.
@@ -94,7 +99,7 @@ class LookupSpec(CheckedSpec):
             )
 
 
-def compile(spec: LookupSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001, ARG001
+def compile(spec: LookupSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001, ARG001
     """Refused: Sluice parses `$lookup` but cannot execute it yet (never silently ignored)."""
     ctx.problems.error(
         join_path(path, KEY),

@@ -9,10 +9,15 @@ only as the first stage of a collection query) and a stream has no text or geo i
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline_stages._base import BodySpec, ProblemCode, describe, join_path
 from pipeline_stages._problems import ErrorList, Loc
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$match"
 OPERATOR_NAME = "MatchOperator"
@@ -64,7 +69,7 @@ class MatchSpec(BodySpec):
         return {"filter": raw}
 
 
-def compile(spec: MatchSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: MatchSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001
     """Keep healthy documents matching the filter; evaluation errors go to the DLQ."""
     from pipeline_stages._mql.query.compile import compile_filter
 

@@ -18,7 +18,7 @@ a stream cannot abort one write without failing the processor).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -31,6 +31,11 @@ from pipeline_stages._base import (
     describe,
 )
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
+
+if TYPE_CHECKING:
+    from pipeline_stages._connectors.sinks.plans import MergePlan
+    from pipeline_stages._stream.context import CompileContext
+
 
 KEY = "$merge"
 OPERATOR_NAME = "MergeOperator"
@@ -132,7 +137,7 @@ class MergeSpec(CheckedSpec):
         return self.when_matched if isinstance(self.when_matched, list) else None
 
 
-def compile(spec: MergeSpec, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: MergeSpec, ctx: CompileContext, path: str) -> MergePlan | None:  # noqa: A001
     """The `$merge` sink plan (`sinks.plans.MergePlan`); the runner builds its writer.
 
     Targets: the built-in `local` connection (the embedded store) and `Cluster` connections.

@@ -15,7 +15,7 @@ Values are kept as raw JSON in the order written. MongoDB's rules are enforced:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline_stages._base import (
     BodySpec,
@@ -28,6 +28,11 @@ from pipeline_stages._base import (
     path_collisions,
 )
 from pipeline_stages._problems import ErrorList, Loc
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$project"
 OPERATOR_NAME = "ProjectOperator"
@@ -138,7 +143,7 @@ def _first_mode(body: dict[str, Any], *, top: bool) -> str | None:
     return None
 
 
-def compile(spec: ProjectSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: ProjectSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001
     """Reshape healthy documents; a failing computed field sends the document to the DLQ."""
     from pipeline_stages._stream.stateless import apply_document, project_document
 

@@ -6,9 +6,14 @@ variables is a per-document error (DLQ), as in MongoDB, so it is not checked her
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline_stages._base import BodySpec, join_path
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$redact"
 OPERATOR_NAME = "RedactOperator"
@@ -30,7 +35,7 @@ NOT_A_REDACT_VARIABLE = (
 )
 
 
-def compile(spec: RedactSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: RedactSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001
     """`$$KEEP` keeps the document, `$$PRUNE` drops it.
 
     `$$DESCEND` would re-evaluate the expression in every embedded document, which Sluice

@@ -7,11 +7,16 @@ checked here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from pipeline_stages._base import StageModel, join_path
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$replaceRoot"
 OPERATOR_NAME = "ReplaceRootOperator"
@@ -23,7 +28,9 @@ class ReplaceRootSpec(StageModel):
     new_root: Any = Field(alias="newRoot")
 
 
-def compile(spec: ReplaceRootSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(
+    spec: ReplaceRootSpec, frame: StreamFrame, ctx: CompileContext, path: str
+) -> StreamFrame:  # noqa: A001
     """Replace healthy documents by `newRoot`; non-object results go to the DLQ."""
     from pipeline_stages._stream.stateless import apply_document, replace_root
 

@@ -6,9 +6,14 @@ of `$replaceRoot`, hence the DLQ operator name `ReplaceRootOperator`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline_stages._base import BodySpec, join_path
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$replaceWith"
 OPERATOR_NAME = "ReplaceRootOperator"
@@ -24,7 +29,9 @@ class ReplaceWithSpec(BodySpec):
         return {"new_root": raw}
 
 
-def compile(spec: ReplaceWithSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(
+    spec: ReplaceWithSpec, frame: StreamFrame, ctx: CompileContext, path: str
+) -> StreamFrame:  # noqa: A001
     """`$replaceWith` is `$replaceRoot` with the expression as the whole body."""
     from pipeline_stages._stream.stateless import apply_document, replace_root
 

@@ -16,13 +16,18 @@ module has no `OPERATOR_NAME`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
 from pipeline_stages._base import ProblemCode, custom_error, describe
 from pipeline_stages._windowing.runtime import config as window_config
 from pipeline_stages._windowing.stage_fields import BoundedWindowSpecBase, PositiveDuration
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext, WindowPlan
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$sessionWindow"
 
@@ -64,7 +69,9 @@ class SessionWindowSpec(BoundedWindowSpecBase):
         )
 
 
-def compile(spec: SessionWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(
+    spec: SessionWindowSpec, frame: StreamFrame, ctx: CompileContext, path: str
+) -> WindowPlan:  # noqa: A001
     """Compile the window into the Spark window operator (`_engine.window_compile`)."""
     from pipeline_stages._windowing.spark.compile import compile_window
 

@@ -6,10 +6,15 @@ MongoDB defines `$set` as `$addFields`; Atlas reports its per-document errors as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pipeline_stages._base import join_path
 from pipeline_stages.add_fields import AddFieldsSpec
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$set"
 OPERATOR_NAME = "AddFieldsOperator"
@@ -23,7 +28,7 @@ class SetSpec(AddFieldsSpec):
         return KEY
 
 
-def compile(spec: SetSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: SetSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001
     """Set every field of healthy documents; an expression error sends the document to the DLQ."""
     from pipeline_stages._stream.stateless import compile_add_fields
 

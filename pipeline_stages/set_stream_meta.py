@@ -9,10 +9,15 @@ only. A failing expression sends the document to the DLQ.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline_stages._base import BodySpec, ProblemCode, describe, field_name_problem, join_path
 from pipeline_stages._problems import ErrorList
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$setStreamMeta"
 OPERATOR_NAME = "SetStreamMetaOperator"
@@ -57,7 +62,9 @@ class SetStreamMetaSpec(BodySpec):
         return {"fields": raw}
 
 
-def compile(spec: SetStreamMetaSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(
+    spec: SetStreamMetaSpec, frame: StreamFrame, ctx: CompileContext, path: str
+) -> StreamFrame:  # noqa: A001
     """Set custom stream metadata (`{$meta: "stream.<field>"}`); errors go to the DLQ."""
     from pipeline_stages._mql.expressions import compile_expression
     from pipeline_stages._mql.ops.common import first_error

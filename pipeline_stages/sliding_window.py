@@ -23,7 +23,7 @@ that of the first window-aware operator of its inner pipeline, so this module ha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -36,6 +36,11 @@ from pipeline_stages._windowing.stage_fields import (
     duration_ms,
 )
 from pipeline_stages.session_window import simple_partition_by
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext, WindowPlan
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$slidingWindow"
 
@@ -71,7 +76,9 @@ class SlidingWindowSpec(WindowSpecBase):
         )
 
 
-def compile(spec: SlidingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(
+    spec: SlidingWindowSpec, frame: StreamFrame, ctx: CompileContext, path: str
+) -> WindowPlan:  # noqa: A001
     """Compile the window into the Spark window operator (`_engine.window_compile`)."""
     from pipeline_stages._windowing.spark.compile import compile_window
 

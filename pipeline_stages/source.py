@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, StrictBool, field_validator
 
@@ -46,6 +46,10 @@ from pipeline_stages._base import (
 )
 from pipeline_stages._connectors.sources.spool import Spool
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext, SourcePlan
+
 
 KEY = "$source"
 OPERATOR_NAME = "SourceOperator"
@@ -229,7 +233,7 @@ class SourceSpec(CheckedSpec):
         return bool(self.stream_meta_field_name)
 
 
-def compile(spec: SourceSpec, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: SourceSpec, ctx: CompileContext, path: str) -> SourcePlan:  # noqa: A001
     """Read the stream for this source, then parse, time-stamp and project metadata.
 
     Sources available: `documents`, the `Sample` connection (`sample_stream_solar`),

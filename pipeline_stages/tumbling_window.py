@@ -14,7 +14,7 @@ is that of the first window-aware operator of its inner pipeline, so this module
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pipeline_stages._base import Offset
 from pipeline_stages._windowing.stage_fields import (
@@ -23,6 +23,11 @@ from pipeline_stages._windowing.stage_fields import (
     IntervalDuration,
 )
 from pipeline_stages.hopping_window import HoppingWindowSpec
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext, WindowPlan
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$tumblingWindow"
 
@@ -47,7 +52,9 @@ class TumblingWindowSpec(BoundedWindowSpecBase):
         return self.as_hopping().geometry()
 
 
-def compile(spec: TumblingWindowSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(
+    spec: TumblingWindowSpec, frame: StreamFrame, ctx: CompileContext, path: str
+) -> WindowPlan:  # noqa: A001
     """Compile as a hopping window whose hop is its interval (one window code path)."""
     from pipeline_stages._windowing.spark.compile import compile_window
 

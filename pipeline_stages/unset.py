@@ -7,10 +7,15 @@ name `ProjectOperator`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline_stages._base import BodySpec, ProblemCode, describe, field_name_problem
 from pipeline_stages._problems import ErrorList
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$unset"
 OPERATOR_NAME = "ProjectOperator"
@@ -52,7 +57,7 @@ class UnsetSpec(BodySpec):
         return {"fields": tuple(names)}
 
 
-def compile(spec: UnsetSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001, ARG001
+def compile(spec: UnsetSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001, ARG001
     """Remove the fields from healthy documents (cannot fail)."""
     from pipeline_stages._mql.scope import Expr
     from pipeline_stages._stream.stateless import apply_document, unset_fields

@@ -8,11 +8,16 @@ path (not a `$$` variable); `includeArrayIndex` is a field name that must not st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, StrictBool, field_validator
 
 from pipeline_stages._base import BodySpec, ProblemCode, custom_error, describe, field_name_problem
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$unwind"
 OPERATOR_NAME = "UnwindOperator"
@@ -68,7 +73,7 @@ class UnwindSpec(BodySpec):
         return self.path[1:]
 
 
-def compile(spec: UnwindSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001, ARG001
+def compile(spec: UnwindSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001, ARG001
     """One document per array element (MongoDB's `$unwind` rules; cannot fail).
 
     Non-array values pass as one document; null, missing and empty arrays are dropped unless

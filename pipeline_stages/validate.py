@@ -9,13 +9,18 @@ is reported by `pipeline_stages.check_options`, not here.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
 from pipeline_stages._base import StageModel, join_path
 from pipeline_stages._problems import ErrorList
 from pipeline_stages.match import filter_errors
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.context import CompileContext
+    from pipeline_stages._stream.frame import StreamFrame
+
 
 KEY = "$validate"
 OPERATOR_NAME = "ValidateOperator"
@@ -42,7 +47,7 @@ INVALID_REASON = "Input document found to be invalid in $validate stage"
 ERROR_PREFIX = "Failed to process input document in $validate stage with error: "
 
 
-def compile(spec: ValidateSpec, frame: Any, ctx: Any, path: str) -> Any:  # noqa: A001
+def compile(spec: ValidateSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001
     """Drop (`discard`) or dead-letter (`dlq`) the healthy documents failing the validator.
 
     A validator that cannot be evaluated for a document (an `$expr` error) always sends it to
