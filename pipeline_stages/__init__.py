@@ -57,8 +57,9 @@ from pipeline_stages._base import (
     join_path,
 )
 from pipeline_stages._entry import Placement, StageEntry, bind_entry, entry_of, key_of
+from pipeline_stages._placement import StageRoles, check_placement, single_key
 from pipeline_stages._problems import ATLAS_CONTEXT, problems_from_validation_error
-from pipeline_stages._windowing.stage_fields import WindowSpecBase, inner_pipeline_problems
+from pipeline_stages._windowing.stage_fields import WindowSpecBase
 
 __all__ = [
     "KNOWN_UNSUPPORTED",
@@ -114,6 +115,14 @@ SOURCE_KEY = source.KEY
 SINK_KEYS = frozenset({merge.KEY, emit.KEY})
 WINDOW_KEYS = frozenset(k for k, e in REGISTRY.items() if issubclass(e.spec, WindowSpecBase))
 _IN_WINDOW = frozenset(k for k, e in REGISTRY.items() if e.in_window)
+_ROLES = StageRoles(
+    known=frozenset(REGISTRY),
+    source=SOURCE_KEY,
+    sinks=SINK_KEYS,
+    windows=WINDOW_KEYS,
+    main_only_excluded=frozenset(k for k, e in REGISTRY.items() if not e.in_main),
+    in_window=_IN_WINDOW,
+)
 #: Stages that work on a window's contents; the first one names the window's DLQ operator.
 WINDOW_AWARE_KEYS = frozenset({group.KEY, sort.KEY, count.KEY, limit.KEY})
 
@@ -127,14 +136,6 @@ KNOWN_UNSUPPORTED: Mapping[str, str] = {
 
 
 # --------------------------------------------------------------------------- the Stage union
-
-
-def single_key(value: Any) -> str | None:
-    """The stage name of a stage object, or None unless it has exactly one key."""
-    if isinstance(value, dict) and len(value) == 1:
-        key = next(iter(value))
-        return key if isinstance(key, str) else None
-    return None
 
 
 def _stage_name_hint(key: str) -> str:
@@ -292,69 +293,6 @@ class ParsedPipeline:
                 yield from self.window_stages
 
 
-# --------------------------------------------------------------------------- placement (§2)
-
-
-def _misplaced(path: str, message: str) -> Problem:
-    return Problem(ProblemCode.MISPLACED_STAGE.value, path, message)
-
-
-def _known_keys(raw: list[Any]) -> list[str | None]:
-    return [key if (key := single_key(item)) in REGISTRY else None for item in raw]
-
-
-def _check_ends(keys: list[str | None], path: str) -> Iterator[Problem]:
-    sources = [i for i, k in enumerate(keys) if k == SOURCE_KEY]
-    if not sources and keys[0] is not None:
-        yield Problem(
-            "missing", path, f"A pipeline must start with a $source stage, got {keys[0]} first"
-        )
-    for i in sources:
-        if i > 0:
-            first = (
-                "Only one $source stage is allowed in a pipeline."
-                if keys[0] == SOURCE_KEY
-                else ("$source must be the first stage of the pipeline")
-            )
-            yield _misplaced(join_path(path, i), first)
-    sinks = [i for i, k in enumerate(keys) if k in SINK_KEYS]
-    for n, i in enumerate(sinks):
-        if n > 0:
-            yield _misplaced(
-                join_path(path, i),
-                "Only one sink stage ($merge or $emit) is allowed in a pipeline.",
-            )
-        elif i != len(keys) - 1:
-            yield _misplaced(
-                join_path(path, i), f"{keys[i]} must be the last stage of the pipeline"
-            )
-    for i in [i for i, k in enumerate(keys) if k in WINDOW_KEYS][1:]:
-        yield _misplaced(join_path(path, i), "Only one window stage is allowed in a pipeline.")
-
-
-def check_placement(raw: list[Any], path: str) -> list[Problem]:
-    """Problems with where stages are (main vs window pipeline, ends, counts)."""
-    keys = _known_keys(raw)
-    problems = list(_check_ends(keys, path))
-    for i, key in enumerate(keys):
-        if key is not None and not REGISTRY[key].in_main:
-            problems.append(
-                _misplaced(
-                    join_path(path, i),
-                    f"{key} stage is only permitted in the inner pipeline of a window stage",
-                )
-            )
-        body = raw[i][key] if key is not None and key in WINDOW_KEYS else None
-        if key is not None and isinstance(body, dict) and isinstance(body.get("pipeline"), list):
-            inner_path = join_path(path, i, key, "pipeline")
-            problems.extend(
-                inner_pipeline_problems(
-                    _known_keys(body["pipeline"]), inner_path, allowed=_IN_WINDOW
-                )
-            )
-    return problems
-
-
 # --------------------------------------------------------------------------- parsing
 
 
@@ -394,7 +332,7 @@ def parse_pipeline(raw: Any, *, path: str = "/pipeline") -> ParsedPipeline:
             spec = _validate_stage(item, join_path(path, index), collector)
             if spec is not None:
                 stages.append(ParsedStage(key_of(spec), spec, join_path(path, index)))
-        collector.extend(check_placement(raw, path))
+        collector.extend(check_placement(raw, path, _ROLES))
     collector.raise_if_any()
     return ParsedPipeline(tuple(stages), path)
 
