@@ -11,7 +11,7 @@ query. Three pipelines, same input, same process:
 
 * `event time`: nothing closes windows on the wall clock: no micro-batch runs without input;
 * `+ idleTimeout 1 h`: Spark's empty micro-batches run (the timeout needs them), the bucket
-  sleeps until its next idle close, an hour away (`window_operator.state_timeout_ms`);
+  sleeps until its next idle close, an hour away (`runtime.operator.state_timeout_ms`);
 * `processingTime`: the same, until the first open window ends, an hour away.
 
 Prints, per pipeline, the state size and, for the idle period: the micro-batches that ran,

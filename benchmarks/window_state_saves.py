@@ -3,8 +3,8 @@
 A 1-hour tumbling window with `$sum`/`$avg`/`$count` per key over many keys, fed in small
 micro-batches (the low-latency case), so the open groups grow batch after batch while each
 batch touches few of them. Both modes run the same batches through the batch engine
-(`window_batch.BatchWindow`, state in a temporary directory) in the same process: `snapshots`
-rewrites the whole state after every batch (the engine before `window_batch_state`), `deltas`
+(`batch.engine.BatchWindow`, state in a temporary directory) in the same process: `snapshots`
+rewrites the whole state after every batch (the engine before `batch.state`), `deltas`
 writes only the groups the batch folded into. Prints, per mode, the median time of a batch
 and of its state save over the last quarter of the batches, the state size there, and the
 ratios. Both modes' emitted envelopes and final states are compared: they must be identical.

@@ -34,11 +34,11 @@ Workloads:
 worker; P > 1 splits the `$group` groups over P workers with the same results (every bucket
 also gets every other bucket's rows as shadows without content; see
 `pipeline_stages/_windowing/spark/compile.py`). `sluice/batch` is
-the batch window engine (`spark.sluice.window.engine=batch`, `window_batch.py`), which runs
+the batch window engine (`spark.sluice.window.engine=batch`, `batch.engine.py`), which runs
 in the sink's `foreachBatch` (`ForeachBatchSink`, as the service runs it: each batch folds in
-the background while Spark reads the next, `window_batch_pipeline`); `--no-batch-engine`
+the background while Spark reads the next, `batch.pipelining`); `--no-batch-engine`
 leaves it out, `--sync-batch-engine` adds it folding each batch before returning, and
-`--stamped-batch-engine` adds it reading stamped documents (see `window_unstamped`);
+`--stamped-batch-engine` adds it reading stamped documents (see `spark.unstamped`);
 `--stamped-operator` adds the operator (one bucket) reading stamped documents.
 
 `--ceiling` adds two runs of the operator's design with the operator's work taken out (one

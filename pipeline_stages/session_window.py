@@ -72,7 +72,7 @@ class SessionWindowSpec(BoundedWindowSpecBase):
 def compile(
     spec: SessionWindowSpec, frame: StreamFrame, ctx: CompileContext, path: str
 ) -> WindowPlan:  # noqa: A001
-    """Compile the window into the Spark window operator (`_engine.window_compile`)."""
+    """Compile the window into the Spark window operator (`spark.compile`)."""
     from pipeline_stages._windowing.spark.compile import compile_window
 
     geometry = window_config.SessionGeometry(gap_ms=spec.gap.ms)

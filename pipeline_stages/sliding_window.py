@@ -79,7 +79,7 @@ class SlidingWindowSpec(WindowSpecBase):
 def compile(
     spec: SlidingWindowSpec, frame: StreamFrame, ctx: CompileContext, path: str
 ) -> WindowPlan:  # noqa: A001
-    """Compile the window into the Spark window operator (`_engine.window_compile`)."""
+    """Compile the window into the Spark window operator (`spark.compile`)."""
     from pipeline_stages._windowing.spark.compile import compile_window
 
     geometry = window_config.SlidingGeometry(time_difference_ms=spec.time_difference.ms)

@@ -30,7 +30,7 @@ class ForeachBatchSink:
 
     With the batch window engine the sink only reads each batch (and logs it) before it
     returns; the engine folds it in the background while Spark reads the next one
-    (`window_batch_pipeline`). Whoever waits for a batch's outputs calls `flush` once Spark
+    (`batch.pipelining`). Whoever waits for a batch's outputs calls `flush` once Spark
     reports the batch done, and whoever stops the query calls `close` after it."""
 
     def __init__(
@@ -43,7 +43,7 @@ class ForeachBatchSink:
     ) -> None:
         self.writer = writer
         self.processor = processor
-        #: The batch window engine (`window_batch.BatchWindow`): the query's rows are its
+        #: The batch window engine (`batch.engine.BatchWindow`): the query's rows are its
         #: input, and it makes the envelopes.
         self.window = window
         self._folds: Any | None = None

@@ -116,7 +116,7 @@ class StreamFrame:
     #: Only on the frame a source produced (every stage makes a new frame without it): the
     #: same rows with their documents not yet stamped. A window right after the source may
     #: read those instead and stamp only the few documents it sends to the DLQ
-    #: (`window_stamp`): stamping every document cost more than the window's own columns.
+    #: (`runtime.stamp`): stamping every document cost more than the window's own columns.
     unstamped: Unstamped | None = None
 
     @property

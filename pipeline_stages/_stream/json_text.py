@@ -6,7 +6,7 @@ Sources therefore rewrite every fractional number literal outside strings before
 the text.
 
 `variant_json` renders a VARIANT the way Spark's `to_json` does, in Python, for the batch
-engine's late-document copies (`window_batch.shipped_rows`).
+engine's late-document copies (`batch.engine.shipped_rows`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """`ProcessorManager`: processor definitions, the lifecycle state machine, and their runs.
 
 Definitions and states live in the metadata store; running queries live in `RunTable`
-(`manager_runs`). Every operation on a processor holds that processor's lock, re-reads the
-record, asks the transitions table (`manager_states`) whether the move is legal, and saves
+(`manager.runs`). Every operation on a processor holds that processor's lock, re-reads the
+record, asks the transitions table (`manager.states`) whether the move is legal, and saves
 the result with the store's compare-and-set. On service start, processors that were
 `STARTED` are restarted from their checkpoints; on shutdown their queries stop cleanly and
 they stay `STARTED` in the store, so the next start resumes them.

@@ -1,6 +1,6 @@
 """The Spark executor of the conformance suite: transcripts through the real window operator
-(`SparkBatchExecutor`: through the batch window engine, `window_batch`; `SparkStampedExecutor`:
-through the operator on documents the source stamped, `window_unstamped`;
+(`SparkBatchExecutor`: through the batch window engine, `batch.engine`; `SparkStampedExecutor`:
+through the operator on documents the source stamped, `spark.unstamped`;
 `SparkParallelExecutor`: through the operator with two buckets).
 
 Each transcript runs as one streaming query, compiled by the production planner
@@ -227,7 +227,7 @@ class SparkExecutor:
 
 
 class SparkBatchExecutor(SparkExecutor):
-    """The transcripts through the batch window engine (`window_batch`) instead of the
+    """The transcripts through the batch window engine (`batch.engine`) instead of the
     operator; only for pipelines it runs (it fails when the planner chose the operator)."""
 
     name = "spark-batch"

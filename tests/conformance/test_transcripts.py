@@ -44,7 +44,7 @@ WINDOW_STAGES = ("$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidin
 
 def runs_on_batch_engine(transcript: Transcript) -> bool:
     """Whether the batch window engine runs the transcript's pipeline: no wall-clock rule
-    (`window_batch.ineligible`; `SparkBatchExecutor` fails when the planner disagrees, so
+    (`batch.engine.ineligible`; `SparkBatchExecutor` fails when the planner disagrees, so
     this cannot silently test the operator instead)."""
     source, *stages = transcript.pipeline
     if "partitionIdleTimeout" in source["$source"]:

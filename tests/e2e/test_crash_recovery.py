@@ -505,7 +505,7 @@ def check_same(crashed: S.Results, reference: S.Results, context: str) -> None:
 def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
     kafka_broker: KafkaBroker, tmp_path: Path, deployments: list[Deployment], engine: str
 ) -> None:
-    """Under both window engines: the batch engine (`window_batch`) keeps its state in the
+    """Under both window engines: the batch engine (`batch.engine`) keeps its state in the
     driver, saved per batch id beside the checkpoint, instead of Spark's state store."""
     began = time.monotonic()
     data, topic = make_input(kafka_broker)

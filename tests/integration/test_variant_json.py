@@ -1,7 +1,7 @@
 """`json_text.variant_json`: Spark's `to_json` of a VARIANT, rendered in Python.
 
 The batch window engine ships late-document copies as VARIANT binaries and renders only the
-late ones (`window_batch.shipped_rows`); the operator ships Spark's `to_json` text. Both must
+late ones (`batch.engine.shipped_rows`); the operator ships Spark's `to_json` text. Both must
 give the DLQ the same values, int, double and decimal kept apart.
 """
 
@@ -50,7 +50,7 @@ def typed(value: Any) -> Any:
 
 
 def parsed(text: str) -> Any:
-    """What the DLQ makes of a late document's text (`window_emit.late_doc`, `json.loads`)."""
+    """What the DLQ makes of a late document's text (`runtime.emit.late_doc`, `json.loads`)."""
     return typed(json.loads(prefer_double(text), parse_constant=str))
 
 

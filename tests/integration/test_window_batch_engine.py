@@ -220,7 +220,7 @@ def test_a_restarted_query_continues_from_the_saved_state() -> None:
     state_dir = Path(executor.directory, "window-state")
     saved = sorted(p.name for p in state_dir.iterdir() if p.is_file())
     assert not list((state_dir / INPUT_DIR).iterdir())  # every logged batch was folded
-    # A snapshot, then the deltas of the batches after it (`window_batch_state`).
+    # A snapshot, then the deltas of the batches after it (`batch.state`).
     assert saved[0].endswith(".state") and len(saved) >= 2, saved
     assert all(name.endswith(".delta") for name in saved[1:]), saved
 

@@ -3,7 +3,7 @@
 Every call of a bucket unpickles and rewrites its whole state, so a bucket is only called in
 micro-batches without its input when something closes windows on the wall clock, and then
 sleeps until that is due: the next idle close, the end of a processing-time window
-(`window_operator.state_timeout_ms`; the exact wake-ups, and partition idleness, are tested
+(`runtime.operator.state_timeout_ms`; the exact wake-ups, and partition idleness, are tested
 in `tests/unit/windowing/test_idle_wake.py`). The operator emits one stats row per call,
 which is how these tests see the calls. Micro-batches run on a short trigger; the tests wait
 on batch ids and results, never on time.

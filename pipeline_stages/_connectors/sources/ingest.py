@@ -7,7 +7,7 @@ Per document, in this order:
 3. the event time is projected into `tsFieldName` (default `_ts`) and the source metadata into
    `streamMetaFieldName` (default `_stream_meta`, merged into an existing object field; `""`
    disables it), as Atlas does. The frame keeps its unstamped form too (`StreamFrame.unstamped`),
-   which a window right after the source may read instead (`window_unstamped`).
+   which a window right after the source may read instead (`spark.unstamped`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ file, so batch boundaries are under the caller's control and nothing waits on a 
 A batch row is `[part, seq, raw, source_ts_ms, meta]` (`RAW_SCHEMA`). A row whose `part` is
 `CLOCK_PART` is a *clock row*: its `source_ts_ms` is a virtual processing time, which the
 window operator reads instead of the wall clock when it is compiled with a test clock (see
-`window_config.WindowSource.test_clock`). A batch holding only a clock row is "time passes
+`runtime.config.WindowSource.test_clock`). A batch holding only a clock row is "time passes
 with no input": how a test says `{"idle": "1 minute"}` without waiting a minute.
 """
 

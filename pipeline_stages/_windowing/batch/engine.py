@@ -1,13 +1,13 @@
 """The batch window engine: the window operator's code run per micro-batch in the driver.
 
-An alternative to the window operator (`window_operator`, `applyInPandasWithState`), chosen
-with the Spark conf `spark.sluice.window.engine=batch` (`window_compile`). Per micro-batch,
+An alternative to the window operator (`runtime.operator`, `applyInPandasWithState`), chosen
+with the Spark conf `spark.sluice.window.engine=batch` (`spark.compile`). Per micro-batch,
 inside the query's `foreachBatch` (`ForeachBatchSink`), the batch's rows (the operator's input
 columns) come to the driver through Arrow (`read`), and the driver runs on them exactly what
 the operator's single bucket runs (`sort_rows`, `segments`, `run_segment` on the window kind's
 core), against state it keeps itself (`fold`). The results are the operator's, whatever the
 batch size. The sink folds a batch in the background while Spark reads the next one
-(`window_batch_pipeline`); `envelopes` does both in turn.
+(`batch.pipelining`); `envelopes` does both in turn.
 
 What it saves against the operator: the shuffle to the operator's bucket, Spark's state
 store (it saves its own state to files per batch, see below), and the JSON text of every
@@ -19,7 +19,7 @@ is in the operator's Python worker.
 
 State (the clock and the window core's state) is saved per batch id in the directory its sink
 was given (`bind`), as a snapshot or, for tumbling and hopping windows, a delta of the groups
-the batch folded into or the documents it buffered (`window_batch_state`): a batch starts
+the batch folded into or the documents it buffered (`batch.state`): a batch starts
 from the state of the latest batch before it (kept live in memory from one batch to the next,
 read back from the files after a restart or a replay). Spark replays an unfinished batch with
 its id and data after a crash, so the replay recomputes the same outputs from the same state,
@@ -118,11 +118,11 @@ class BatchWindow:
     ) -> None:
         self.spec = spec
         #: `(tsFieldName, streamMetaFieldName)` when the input documents are the source's
-        #: unstamped ones (`window_unstamped`): late copies are stamped when rendered.
+        #: unstamped ones (`spark.unstamped`): late copies are stamped when rendered.
         self.stamp = stamp
         #: The streaming frame the query runs: the operator's input columns.
         self.compact = compact
-        #: The inner stages after the first blocking one(s) (`window_inner.InnerStage`).
+        #: The inner stages after the first blocking one(s) (`spark.inner.InnerStage`).
         self.suffix = suffix
         #: The stages after the window (inner suffix, outer stages, the sink's computed
         #: targets) as a function of the window's envelopes, compiled per batch (`plan`).
@@ -135,7 +135,7 @@ class BatchWindow:
         self._live: tuple[int, Clock, Any] | None = None
         #: The batch whose saved state the running batch started from (None: none).
         self._base: int | None = None
-        #: Whether batches save deltas (`window_batch_state`): tumbling and hopping windows
+        #: Whether batches save deltas (`batch.state`): tumbling and hopping windows
         #: (`benchmarks/window_state_saves.py` turns it off to compare).
         self.deltas = spec.kind == "fixed"
 
@@ -158,7 +158,7 @@ class BatchWindow:
 
     def read(self, batch: DataFrame, batch_id: int) -> BatchInput:
         """The batch's rows in the driver (one Spark job): what `fold` needs, so the batch
-        can be folded after `foreachBatch` has returned (`window_batch_log`)."""
+        can be folded after `foreachBatch` has returned (`batch.input_log`)."""
         return BatchInput(batch_id, batch.toArrow(), int(time.time() * 1000), batch.sparkSession)
 
     def fold(self, batch: BatchInput) -> list[Any]:
@@ -171,7 +171,7 @@ class BatchWindow:
         return self.after(frame).collect()
 
     def run(self, batch: DataFrame, batch_id: int) -> list[tuple[Any, ...]]:
-        """The batch's envelope rows (`window_emit.ENVELOPE_COLUMNS`), state saved."""
+        """The batch's envelope rows (`runtime.emit.ENVELOPE_COLUMNS`), state saved."""
         return self.run_table(batch.toArrow(), batch_id, int(time.time() * 1000))
 
     def run_table(self, table: pa.Table, batch_id: int, now: int) -> list[tuple[Any, ...]]:
@@ -239,7 +239,7 @@ class BatchWindow:
 
 
 def shipped_columns(columns: list[str], stamp: Stamp | None = None) -> list[Column]:
-    """The engine's input: the operator's columns (`window_compile._shipped`), with the
+    """The engine's input: the operator's columns (`spark.compile._shipped`), with the
     late-document copy kept a VARIANT (see `shipped_rows`) that is never SQL NULL, because
     PySpark's `toArrow` declares a VARIANT's two binaries non-nullable and fails on a null
     one; `HAS_COPY` says whether the row has a copy. With `stamp`, the copy's stream
@@ -260,7 +260,7 @@ def shipped_rows(
 
     The copies (`C.ORIG`, one VARIANT per healthy document) stay Arrow binaries: their cells
     are row numbers into them (None: no copy), and only a late document is ever rendered
-    (`late_doc`), stamped first with `stamp` (`window_stamp`). `to_json` of every document
+    (`late_doc`), stamped first with `stamp` (`runtime.stamp`). `to_json` of every document
     in Spark plus a Python string each was ~30 % of a 125k-row batch
     (`benchmarks/RESULTS.md`); converting the VARIANTs to pandas would build a `VariantVal`
     per row."""

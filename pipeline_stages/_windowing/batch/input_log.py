@@ -1,7 +1,7 @@
 """The batch window engine's input log: each micro-batch's rows on disk until they are folded.
 
 The engine folds batch N in a background thread while Spark reads batch N+1
-(`window_batch_pipeline`). Spark commits a batch when `foreachBatch` returns and never hands
+(`batch.pipelining`). Spark commits a batch when `foreachBatch` returns and never hands
 it over again, so before returning, the sink writes the batch's rows here (Arrow IPC, with the
 batch's processing time), and it removes them once the fold has saved the state after the
 batch and written its outputs. A batch still here when a query starts was committed but not

@@ -12,7 +12,7 @@ What keeps that exact and lossless:
 * order: one thread folds, in batch order; a batch is handed over only once the previous
   one is folded, so at most two batches are in the driver (one being read, one folding);
 * crashes: Spark commits a batch once `foreachBatch` returns, so the batch is logged first
-  (`window_batch_log`); a query that starts finds the batches committed but not folded in the
+  (`batch.input_log`); a query that starts finds the batches committed but not folded in the
   log and folds them before anything else, from the state before them;
 * failures: a failed fold fails the query at its next batch (`submit` raises), and the
   service checks `failure` meanwhile; the batch stays in the log, so a restart folds it again;

@@ -159,7 +159,7 @@ class GroupRuntime:
 def fast_finalize(acc: Accumulator, state: Any) -> Any:
     """`acc.finalize(state)`, with a shortcut for double `$sum`/`$avg` results.
 
-    The exact sum `int_sum + num / den` (see `acc_numeric._ExactSum`) rounds to the same double
+    The exact sum `int_sum + num / den` (see `accumulators.numeric._ExactSum`) rounds to the same double
     as `float(Fraction)` when divided as integers, without building Fractions; any other case
     (integers, infinities, NaN, decimals, overflow) goes to the accumulator.
     """

@@ -18,7 +18,7 @@ Row flags (`FLAG`, one per shipped row) say what a row is to the operator:
 | 7    | a source failure another bucket forwards: an arrival, nothing else           |
 
 When P > 1 buckets split a window's groups, every bucket gets every row
-(`window_compile._bucketed`): its owner the row itself, the others a *shadow* without content
+(`spark.compile._bucketed`): its owner the row itself, the others a *shadow* without content
 whose flag says only what the row does to the watermark, the idleness and the window set
 (`SHADOW_FLAGS`): 0, 3 and 6 become 6, 1 and 2 become 1, 4 becomes 7.
 """
@@ -60,7 +60,7 @@ FLAG = "__w_flag"
 DOC_SUB = "__w_doc_sub"
 WSTART = "__w_wstart"
 ORIG = "__w_orig"
-#: The stream metadata of an unstamped document, for stamping its late copy (`window_stamp`).
+#: The stream metadata of an unstamped document, for stamping its late copy (`runtime.stamp`).
 OMETA = "__w_ometa"
 FDOC = "__w_fdoc"
 FMETA = "__w_fmeta"
@@ -226,7 +226,7 @@ class OperatorSpec:
     def runs_when_idle(self) -> bool:
         """Whether buckets may have to run in micro-batches without their input: something
         closes windows on the wall clock (`idleTimeout`, processing-time windows, partition
-        idleness; `window_operator.state_timeout_ms` says when). Otherwise only input moves the
+        idleness; `runtime.operator.state_timeout_ms` says when). Otherwise only input moves the
         watermark, and an input-less call would only unpickle and rewrite the state."""
         if self.source.test_clock:  # clock rows are input: the bucket runs on them
             return False

@@ -100,7 +100,7 @@ class Emitter:
     def begin_window(self) -> None:
         """A window closes and groups are split over buckets: number its results from a `sub`
         every bucket gives that window (each bucket closes the same windows in the same
-        order, see `window_compile._bucketed`), so that windows stay in start order when the
+        order, see `spark.compile._bucketed`), so that windows stay in start order when the
         sink merges the buckets' results. Groups within a window keep each bucket's order;
         across buckets they follow the order the sink reads the buckets in."""
         self.closing = min(self.windows_closed, _MAX_WINDOW_RANK) << GROUP_BITS
@@ -126,7 +126,7 @@ class Emitter:
 
 def late_doc(orig: str | None) -> str | None:
     """The JSON text of a late document from its shipped copy (a `C.ORIG` cell: the operator
-    ships `to_json` text, see `window_compile`), written so that `parse_json` keeps its doubles
+    ships `to_json` text, see `spark.compile`), written so that `parse_json` keeps its doubles
     doubles."""
     if orig is None:
         return None

@@ -2,7 +2,7 @@
 
 Per segment, vectorised over documents in arrival order:
 
-1. the watermark before each document (`window_clock`) gives `min_open_start` in force when
+1. the watermark before each document (`runtime.clock`) gives `min_open_start` in force when
    it arrives (§4.4: windows starting before it have closed, an idle close may raise it);
 2. a document missing a closed window goes to the DLQ with `missedWindowStartTimes`, and
    into the windows still open (partially late, hopping only); a document in a hop gap goes
@@ -41,7 +41,7 @@ from pipeline_stages._windowing.runtime.values import window_meta
 class FixedState:
     """Open windows (start -> content) and Atlas's `minWindowStartTime`.
 
-    The batch engine saves what a batch changed in it (`window_batch_state.FixedDelta`): a
+    The batch engine saves what a batch changed in it (`batch.state.FixedDelta`): a
     field added here must be added there too."""
 
     min_open: int = 0

@@ -45,7 +45,7 @@ class InnerRuntime:
         self.group = GroupRuntime(spec.inner.group) if spec.inner.group is not None else None
         self.out = out
         #: When a set, `(window start, normalised key)` of every `$group` group a batch
-        #: folds into (the batch engine saves only those: `window_batch_state`).
+        #: folds into (the batch engine saves only those: `batch.state`).
         self.touched: set[tuple[int, Any]] | None = None
 
     def bind(self, out: Emitter) -> InnerRuntime:
@@ -113,7 +113,7 @@ class InnerRuntime:
         starts: npt.NDArray[np.int64],
         orders: npt.NDArray[np.int64],
     ) -> None:
-        """Fold a batch's items group by group (`window_fast`), then merge into the windows."""
+        """Fold a batch's items group by group (`runtime.group_partials`), then merge into the windows."""
         group = self.group
         assert group is not None  # noqa: S101 - only called in $group mode
         codes, values, norms = self.distinct_keys(df, rows)

@@ -202,7 +202,7 @@ def make_operator(
 ) -> Callable[..., Iterator[pd.DataFrame]]:
     """The function for `applyInPandasWithState` (state schema `STATE_SCHEMA`); `stamp`:
     `(tsFieldName, streamMetaFieldName)` when the input documents are the source's unstamped
-    ones (`window_unstamped`), whose late copies are stamped when rendered (`stamped_copies`)."""
+    ones (`spark.unstamped`), whose late copies are stamped when rendered (`stamped_copies`)."""
 
     def operate(
         key: tuple[Any, ...], pdfs: Iterator[pd.DataFrame], state: Any

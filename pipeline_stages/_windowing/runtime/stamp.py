@@ -4,13 +4,13 @@ A source stamps every document with its event time (`tsFieldName`, default `_ts`
 stream metadata (`streamMetaFieldName`, default `_stream_meta`) before the first stage sees it
 (`ingest._project_metadata`, in Spark). When the window is the first stage and nothing in it
 reads those fields or the whole document, the window reads the source's unstamped documents
-instead (`window_unstamped`), because stamping every document in Spark cost more than the
+instead (`spark.unstamped`), because stamping every document in Spark cost more than the
 window's own columns (`benchmarks/RESULTS.md`). The only documents whose copy anyone sees are
 the late ones, in the DLQ, as they entered the window: stamped, the way Spark stamps them.
 The tests compare both engines' copies with Spark's on every kind of value.
 
 The batch engine reads the copies as VARIANT and stamps the decoded document (`stamp`). The
-operator reads them as Spark's `to_json` text (`window_compile._operator`) and stamps the text
+operator reads them as Spark's `to_json` text (`spark.compile._operator`) and stamps the text
 (`stamp_text`), splicing the stamp's members in, so every other value keeps the text Spark
 wrote for it.
 """

@@ -1,6 +1,6 @@
 """MQL values between the operator's pandas input/output and Python (no Spark here).
 
-Values arrive as the typed columns of `window_config.ValueColumns` (a code, an integer, a
+Values arrive as the typed columns of `runtime.config.ValueColumns` (a code, an integer, a
 double and a text) so that numbers never go through JSON; documents leave as JSON text
 written so that Spark's `parse_json` keeps doubles doubles (`json_text.prefer_double`).
 """

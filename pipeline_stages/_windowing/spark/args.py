@@ -1,7 +1,7 @@
 """Native compilation of the values the window operator aggregates or partitions by.
 
 For a first blocking `$group` (or `$count`), the `_id` and every accumulator's inputs are
-compiled to typed value columns (`window_inner.value_columns`); a document whose `_id` or
+compiled to typed value columns (`spark.inner.value_columns`); a document whose `_id` or
 argument fails is flagged as failed in the window with Atlas's `GroupOperator` reason. The
 static accumulator parameters (`n`, `sortBy`, `p`) are checked here with the same accumulator
 classes the operator runs, so a bad one is a compile problem, not a runtime failure.

@@ -26,10 +26,10 @@ sliding windows) keep all their rows in bucket 0 (`OperatorSpec.splits_groups`):
 parallel.
 
 The Spark conf `spark.sluice.window.engine=batch` asks for the batch engine instead
-(`window_batch`: the operator's code run per micro-batch in the driver, from `foreachBatch`);
-it takes the windows without a wall-clock rule (`window_batch.ineligible`), the operator the
+(`batch.engine`: the operator's code run per micro-batch in the driver, from `foreachBatch`);
+it takes the windows without a wall-clock rule (`batch.engine.ineligible`), the operator the
 rest. Both plans are built; the planner (`plan`) picks the engine's when there is one. Both
-read the source's unstamped documents where that gives the same results (`window_unstamped`).
+read the source's unstamped documents where that gives the same results (`spark.unstamped`).
 """
 
 from __future__ import annotations
@@ -295,13 +295,13 @@ def _bucketed(df: Any, columns: list[str], spec: C.OperatorSpec) -> Any:
 
 def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec, stamp: Stamp | None) -> Any:
     """Ship the compact columns (`_shipped`) to the operator and run it; `stamp`: the
-    documents are the source's unstamped ones (`window_unstamped`)."""
+    documents are the source's unstamped ones (`spark.unstamped`)."""
     df, columns = shipped
     # The late-document copy (and its stream metadata) as JSON text: text beats the VARIANT
     # itself end to end here (measured, 1M rows in 125k batches, trivial operator: 72k vs 66k
     # rows/s), because PySpark turns each shipped VARIANT into a dict and a `VariantVal`
     # (0.31 s CPU per 125k rows, as much as the operator's own work). The batch engine reads
-    # Arrow instead and ships the VARIANT (`window_batch.shipped_rows`).
+    # Arrow instead and ships the VARIANT (`batch.engine.shipped_rows`).
     as_text = df.select(
         *[F.to_json(c).alias(c) if c in (C.ORIG, C.OMETA) else F.col(c) for c in columns]
     )
@@ -359,6 +359,6 @@ def _batch_window(
     stamp: Stamp | None,
 ) -> BatchWindow:
     """The batch engine for this window, over the operator's input (`_shipped`): of the
-    unstamped documents when `stamp` is given (`window_stamp`)."""
+    unstamped documents when `stamp` is given (`runtime.stamp`)."""
     df, columns = shipped
     return BatchWindow(spec, df.select(*shipped_columns(columns, stamp)), suffix, stamp)

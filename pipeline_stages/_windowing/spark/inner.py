@@ -11,7 +11,7 @@ A window's inner pipeline is cut in three (atlas-semantics.md §3.6.4):
   the accumulator arguments are compiled natively here too, so the operator gets compact
   typed values (and a failing expression sends its document to the DLQ as `GroupOperator`);
 * the *suffix*: the stateless stages after the blocking run, compiled natively on the
-  operator's output by `window_compile`.
+  operator's output by `spark.compile`.
 
 Fixed windows whose per-document part reads the window (`{$meta: "stream.window..."}`,
 `_stream_meta`, `$$ROOT`) or that carry whole documents (no `$group`) are *exploded*: each
@@ -113,7 +113,7 @@ def reads_window(stages: Sequence[InnerStage]) -> bool:
 
 
 def with_flags(frame: StreamFrame, *, test_clock: bool, has_dlq: bool) -> StreamFrame:
-    """Classify the rows reaching the window (`window_config` flags) and keep the original
+    """Classify the rows reaching the window (`runtime.config` flags) and keep the original
     document (late documents' DLQ records show the document as it entered the window)."""
     failed = F.col(DLQ_REASON).isNotNull()
     flag = (
@@ -131,7 +131,7 @@ def with_flags(frame: StreamFrame, *, test_clock: bool, has_dlq: bool) -> Stream
             C.DOC_SUB: F.col(SUB),
             # The document, for the few that turn out late. Every healthy row ships it
             # (lateness is decided per document, in arrival order, after shipping). Each
-            # engine picks the form it ships (`window_compile`): JSON text to the operator,
+            # engine picks the form it ships (`spark.compile`): JSON text to the operator,
             # the VARIANT itself through Arrow to the batch engine.
             C.ORIG: F.when(is_ok & F.lit(has_dlq), F.col(DOC)),
             C.FDOC: F.when(is_failed, F.to_json(F.col(DOC))),

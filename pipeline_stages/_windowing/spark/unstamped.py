@@ -7,7 +7,7 @@ that is the pipeline's first stage and reads neither the stamped fields nor the 
 document gives the same results on the unstamped documents: its `$group` key and inputs are
 the same values. Only the copies of documents it sends to the DLQ show the difference, so
 those are stamped where they are made: a late document's in Python, when the operator or the
-batch engine renders it (`window_stamp`), and a document that failed inside the window here,
+batch engine renders it (`runtime.stamp`), and a document that failed inside the window here,
 in Spark, for the failing rows only.
 
 Both engines do this by default; the Spark conf `spark.sluice.window.unstampedReads=false`
@@ -62,7 +62,7 @@ def unstamped_input(
 
 
 def stamped_failures(shipped: tuple[Any, list[str]], unstamped: Unstamped) -> tuple[Any, list[str]]:
-    """The operator's input columns (`window_compile._shipped`) over unstamped documents,
+    """The operator's input columns (`spark.compile._shipped`) over unstamped documents,
     made as over stamped ones: a document that failed inside the window is copied stamped,
     and each row with a late-document copy (`C.ORIG`) ships its stream metadata (`C.OMETA`)
     for stamping it."""

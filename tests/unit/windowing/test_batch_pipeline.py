@@ -1,4 +1,4 @@
-"""`window_batch_pipeline`: folds in batch order behind the reads, logged until folded (no
+"""`batch.pipelining`: folds in batch order behind the reads, logged until folded (no
 Spark: an engine that records what it folds stands in for `BatchWindow`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`window_batch_state`: the batch engine's state as a snapshot and deltas (no Spark)."""
+"""`batch.state`: the batch engine's state as a snapshot and deltas (no Spark)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What lets P buckets give one bucket's results (`window_compile._bucketed`): shadow flags
+"""What lets P buckets give one bucket's results (`spark.compile._bucketed`): shadow flags
 that keep a row's effect on the clock and the window set but nothing else, and result `sub`s
 that keep windows in start order when the sink merges the buckets' envelopes.
 

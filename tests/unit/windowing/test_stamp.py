@@ -1,4 +1,4 @@
-"""`window_stamp`: a source's stamp in Python, on values and on JSON text (the Spark side is
+"""`runtime.stamp`: a source's stamp in Python, on values and on JSON text (the Spark side is
 compared in `tests/integration/test_window_batch_engine.py`)."""
 
 from __future__ import annotations
