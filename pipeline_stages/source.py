@@ -261,8 +261,11 @@ def compile(spec: SourceSpec, ctx: CompileContext, path: str) -> SourcePlan:  # 
 
 def _source_type(connection: Any) -> str:
     """`_stream_meta.source.type` of window results (the sources stamp their own records)."""
-    kind = connection.type if connection is not None else None
-    return {"File": "file", "Cluster": "atlas", "HttpIngest": "httpIngest"}.get(kind, "generated")
+    if connection is None:
+        return "generated"
+    return {"File": "file", "Cluster": "atlas", "HttpIngest": "httpIngest"}.get(
+        connection.type, "generated"
+    )
 
 
 def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None]:

@@ -243,7 +243,9 @@ class StoreUnavailable(SluiceError):
 def from_store_error(error: Exception) -> SluiceError:
     """The API error for a store error that no manager method translated."""
     detail = getattr(error, "message", None) or str(error).split("\n", 1)[0][:500]
-    problems = [Problem(error.code, error.path, detail)] if hasattr(error, "code") else []
+    # Only Sluice's store errors carry a problem; PyMongo's `OperationFailure` has a numeric
+    # `code` and no `path`.
+    problems = [Problem(error.code, error.path, detail)] if isinstance(error, StoreError) else []
     family: type[SluiceError]
     if isinstance(error, AlreadyExists | Conflict):
         family = ResourceConflict

@@ -79,4 +79,7 @@ def start_query(
         try:
             return writer.start()
         finally:
-            spark.conf.set(NO_DATA_BATCHES, previous)
+            if previous is None:  # typed Optional; `get` returns the default given instead
+                spark.conf.unset(NO_DATA_BATCHES)
+            else:
+                spark.conf.set(NO_DATA_BATCHES, previous)

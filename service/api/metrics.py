@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import SupportsFloat
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -30,6 +31,14 @@ class ProcessorSample:
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(stats: Mapping[str, object], key: str) -> float:
+    """A numeric stat as a float; 0 when absent or null."""
+    value = stats.get(key, 0) or 0
+    if not isinstance(value, str | SupportsFloat):
+        raise TypeError(f"stat {key!r} is not a number: {value!r}")
+    return float(value)
 
 
 def _watermark_lag(stats: Mapping[str, object], now: datetime) -> float | None:
@@ -81,13 +90,13 @@ def render(
         ("dlq_bytes_total", "dlqMessageSize", "Bytes sent to the DLQ."),
     )
     for suffix, key, help_text in counters:
-        samples = [(labels, float(p.stats.get(key, 0) or 0)) for labels, p in rows]
+        samples = [(labels, _number(p.stats, key)) for labels, p in rows]
         out.family(f"sluice_processor_{suffix}", "counter", help_text, samples)
     out.family(
         "sluice_processor_state_size_bytes",
         "gauge",
         "Window state size.",
-        [(labels, float(p.stats.get("stateSize", 0) or 0)) for labels, p in rows],
+        [(labels, _number(p.stats, "stateSize")) for labels, p in rows],
     )
     lags = [(labels, _watermark_lag(p.stats, now)) for labels, p in rows]
     out.family(

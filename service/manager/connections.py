@@ -15,7 +15,7 @@ from service.errors import ConnectionExists, ConnectionInUse, ConnectionNotFound
 from service.manager.stats import utc_now
 from service.runtime.engine import Connection
 from service.schemas.connections import ConnectionCreate
-from service.stores import AlreadyExists, ConnectionRecord, Stores
+from service.stores import AlreadyExists, ConnectionRecord, ConnectionType, Stores
 
 #: `(name, type)` of the connections every Sluice service has.
 BUILTINS: dict[str, str] = {"sample_stream_solar": "Sample", "local": "Local"}
@@ -34,7 +34,10 @@ class ConnectionRegistry:
         if body.name in BUILTINS:
             raise ConnectionExists(body.name)
         record = ConnectionRecord(
-            name=body.name, type=body.type, config=body.stored_config(), created_at=utc_now()
+            name=body.name,
+            type=ConnectionType(body.type),
+            config=body.stored_config(),
+            created_at=utc_now(),
         )
         try:
             created = self._stores.connections.create(record)

@@ -14,6 +14,7 @@ false` moves to a new generation (a fresh checkpoint; the old one is deleted).
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import shutil
@@ -145,6 +146,7 @@ class ProcessorManager:
         except AlreadyExists:
             raise ProcessorExists(body.name) from None
 
+    # Below this method the class body's `list` is the method: annotations say `builtins.list`.
     def list(self, *, offset: int, limit: int) -> tuple[list[ProcessorRecord], int]:
         """A page of processors by creation time."""
         return self._stores.processors.list(offset=offset, limit=limit)
@@ -156,7 +158,9 @@ class ProcessorManager:
             raise ProcessorNotFound(name)
         return record
 
-    def modify(self, name: str, body: ProcessorModify) -> tuple[ProcessorRecord, list[Problem]]:
+    def modify(
+        self, name: str, body: ProcessorModify
+    ) -> tuple[ProcessorRecord, builtins.list[Problem]]:
         """Change name, pipeline or DLQ of a processor that is not started (§7.4)."""
         with self._locked(name) as record:
             next_state(record.name, record.state, Action.MODIFY)
@@ -279,7 +283,7 @@ class ProcessorManager:
 
     def sample(
         self, name: str, *, limit: int, after: str | None
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[builtins.list[dict[str, Any]], str | None]:
         """The most recent output and DLQ messages (see `SampleBuffer.recent`)."""
         return self.sample_buffer(name).recent(limit, after=after)
 
@@ -287,7 +291,7 @@ class ProcessorManager:
         """The processor's sample buffer (the writer of its run appends to the same one)."""
         return self._factory.sample(self.get(name))
 
-    def users_of(self, connection: str) -> list[str]:
+    def users_of(self, connection: str) -> builtins.list[str]:
         """Processors whose pipeline or DLQ names the connection."""
         users = []
         for record in self._all_records():
@@ -296,7 +300,7 @@ class ProcessorManager:
                 users.append(record.name)
         return users
 
-    def all_records(self) -> list[ProcessorRecord]:
+    def all_records(self) -> builtins.list[ProcessorRecord]:
         """Every processor (for metrics)."""
         return list(self._all_records())
 
@@ -333,7 +337,9 @@ class ProcessorManager:
         except NotFound:
             raise ProcessorNotFound(record.name) from None
 
-    def _check(self, name: str, pipeline: list[Any], dlq: Mapping[str, str] | None) -> Definition:
+    def _check(
+        self, name: str, pipeline: builtins.list[Any], dlq: Mapping[str, str] | None
+    ) -> Definition:
         definition = check_definition(
             pipeline,
             dlq,
@@ -405,5 +411,5 @@ class ProcessorManager:
             if not page or offset >= total:
                 return
 
-    def _started_records(self) -> list[ProcessorRecord]:
+    def _started_records(self) -> builtins.list[ProcessorRecord]:
         return [r for r in self._all_records() if r.state is State.STARTED]

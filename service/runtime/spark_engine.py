@@ -167,7 +167,10 @@ class SparkEngine:
                 raise
             register_all(session)
             session.streams.addListener(_make_listener(self._on_progress))
-            self._jvm_pid = int(session._jvm.java.lang.ProcessHandle.current().pid())
+            jvm = session._jvm
+            if jvm is None:
+                raise RuntimeError("the Spark session has no JVM gateway")
+            self._jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
             self._session = session
             self._state = "ready"
             log.info("Spark is ready (master %s)", self._settings.spark_master)

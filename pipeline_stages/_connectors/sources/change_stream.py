@@ -313,4 +313,4 @@ class ChangeStreamDataSource(RawRecordSource):
     """Options: `uri`, `db`, `coll` (JSON), `options` (JSON of the source's config)."""
 
     format_name = FORMAT
-    reader = ChangeStreamReader
+    stream_reader = ChangeStreamReader

@@ -78,4 +78,4 @@ class DocumentsDataSource(RawRecordSource):
     """Options: `documents` (a JSON array of texts), `batchSize`, `baseTimeMs`."""
 
     format_name = FORMAT
-    reader = DocumentsStreamReader
+    stream_reader = DocumentsStreamReader

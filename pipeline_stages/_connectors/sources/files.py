@@ -245,4 +245,4 @@ class FileDataSource(RawRecordSource):
     (the path as the pipeline wrote it, for metadata), `maxRecordsPerBatch`."""
 
     format_name = FORMAT
-    reader = FileStreamReader
+    stream_reader = FileStreamReader

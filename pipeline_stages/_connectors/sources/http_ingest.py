@@ -117,4 +117,4 @@ class HttpIngestDataSource(RawRecordSource):
     """Options: `dataDir`, `connection`, `startSeq`, `maxRecordsPerBatch`."""
 
     format_name = FORMAT
-    reader = HttpIngestStreamReader
+    stream_reader = HttpIngestStreamReader

@@ -236,6 +236,10 @@ class KafkaStreamReader(DataSourceStreamReader):
                             nxt = self._recover(consumer, partition, nxt, error)
                         continue
                     offset = message.offset()
+                    if offset is None:  # a consumed message without an error has one
+                        raise RuntimeError(
+                            f"{partition.topic}/{partition.partition}: a message without an offset"
+                        )
                     if offset >= partition.end:
                         nxt = partition.end
                         break
@@ -324,4 +328,4 @@ class KafkaDataSource(RawRecordSource):
     """Format `sluice_kafka`; see the module docstring for the options."""
 
     format_name = FORMAT
-    reader = KafkaStreamReader
+    stream_reader = KafkaStreamReader

@@ -7,7 +7,7 @@ the same for every source and lives here.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
@@ -16,17 +16,24 @@ from pyspark.sql.types import StructType
 RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING"
 
 
+class StreamReaderClass(Protocol):
+    """A stream reader class: built from the data source's options."""
+
+    def __call__(self, options: dict[str, str]) -> DataSourceStreamReader: ...
+
+
 class RawRecordSource(DataSource):
     """A streaming source of raw records (`RAW_SCHEMA`); options go to the reader as given.
 
     Attributes:
         format_name: The name given to `spark.readStream.format(...)`.
-        reader: The stream reader class, constructed from the options (Spark lower-cases
-            option keys).
+        stream_reader: The stream reader class, constructed from the options (Spark
+            lower-cases option keys). Not `reader`: that is `DataSource`'s batch-reader
+            method, which Spark calls for `spark.read`.
     """
 
     format_name: ClassVar[str]
-    reader: ClassVar[type[DataSourceStreamReader]]
+    stream_reader: ClassVar[StreamReaderClass]
 
     @classmethod
     def name(cls) -> str:
@@ -39,4 +46,4 @@ class RawRecordSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
         """A new reader for one query (Spark builds one per query start)."""
-        return type(self).reader(dict(self.options))  # type: ignore[call-arg]
+        return type(self).stream_reader(dict(self.options))

@@ -92,4 +92,4 @@ class SampleSolarDataSource(RawRecordSource):
     """Options: `rate` (documents per second, default 10), `startMs` (generation start)."""
 
     format_name = FORMAT
-    reader = SampleSolarStreamReader
+    stream_reader = SampleSolarStreamReader

@@ -84,4 +84,4 @@ class ScriptedDataSource(RawRecordSource):
     """Options: `dir`, the directory the batch files appear in."""
 
     format_name = FORMAT
-    reader = ScriptedStreamReader
+    stream_reader = ScriptedStreamReader

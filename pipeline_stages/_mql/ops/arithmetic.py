@@ -8,7 +8,7 @@ makes the result null, except where an operand met earlier is of a wrong type.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -40,7 +40,7 @@ def _args(ctx: Ctx, min_n: int, max_n: int | None = None) -> list[Arg] | None:
     return None if compiled is None else [ctx.arg(e) for e in compiled]
 
 
-def _sequential_type_error(args: list[Arg], allowed: tuple[str, ...], prefix: str) -> Column | None:
+def _sequential_type_error(args: list[Arg], allowed: Collection[str], prefix: str) -> Column | None:
     """MongoDB's left-to-right check: a null operand stops it; a wrong type errors."""
     if all(a.static is not None and a.static in allowed for a in args):
         return None

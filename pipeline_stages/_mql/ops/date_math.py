@@ -209,9 +209,9 @@ def _trunc_local(unit: str, local: Column, bins: Column, start_of_week: int) -> 
         distance = F.floor((_epoch_days(local) - ref) / step)
         lower = distance - F.pmod(distance, bins)
         return F.date_from_unix_date((lower * step + ref).cast("int")).cast("timestamp")
-    size = MONTH_UNITS[unit]
-    distance = F.floor((_month_index(local) - 2000 * 12) / size)
-    lower = (distance - F.pmod(distance, bins)) * size + 2000 * 12
+    months = MONTH_UNITS[unit]
+    distance = F.floor((_month_index(local) - 2000 * 12) / months)
+    lower = (distance - F.pmod(distance, bins)) * months + 2000 * 12
     return F.make_timestamp(
         F.floor(lower / 12).cast("int"),
         (F.pmod(lower, 12) + 1).cast("int"),

@@ -67,6 +67,8 @@ def object_path(doc: Column, names: list[str]) -> Column:
         prefix = get_path(doc, names[:k])
         branch = F.when(V.is_array_value(prefix), array_path(prefix, names[k:]))
         slow = branch if slow is None else F.coalesce(slow, branch)
+    if slow is None:
+        raise ValueError("a field path has at least one name")
     return F.coalesce(get_path(doc, names), slow)
 
 

@@ -294,8 +294,9 @@ def _properties(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -
     if not isinstance(arg, Mapping):
         c.fail(path, "$jsonSchema keyword 'properties' must be an object")
         return None
-    subs = {name: c.schema(sub, join_path(path, name)) for name, sub in arg.items()}
-    if any(v is None for v in subs.values()):
+    compiled = {name: c.schema(sub, join_path(path, name)) for name, sub in arg.items()}
+    subs = {name: v for name, v in compiled.items() if v is not None}
+    if len(subs) != len(compiled):
         return None
 
     def check(t: Typed) -> Column:
@@ -303,7 +304,7 @@ def _properties(c: _SchemaCompiler, arg: Any, path: str, _: Mapping[str, Any]) -
         checks = []
         for name, sub in subs.items():
             field = get_field(t.value, name)
-            checks.append(field.isNull() | sub(Typed.of(field)))  # type: ignore[misc]
+            checks.append(field.isNull() | sub(Typed.of(field)))
         return ~t.is_object() | _conjoin(checks)
 
     return check

@@ -268,14 +268,16 @@ def shipped_rows(
     docs = table.column(C.ORIG).combine_chunks()
     present = table.column(HAS_COPY).to_numpy()
     rows = table.drop_columns([*variants, HAS_COPY]).to_pandas()
-    cells = np.where(present, np.arange(len(docs)), None)
+    cells = np.arange(len(docs)).astype(object)  # row numbers; None: no copy
+    cells[~present] = None
     rows.insert(table.column_names.index(C.ORIG), C.ORIG, cells)
     if not len(docs):
         return rows, late_doc
-    metas = event_ms = None
+    #: `(stamp, stream metadata, event times)` of the copies, when they are stamped.
+    stamping: tuple[Stamp, Any, Any] | None = None
     if stamp is not None:
         metas = table.column(C.OMETA).combine_chunks()
-        event_ms = table.column(EVENT_MS).to_numpy()
+        stamping = (stamp, metas, table.column(EVENT_MS).to_numpy())
 
     def variant(column: pa.StructArray, cell: int) -> Any:
         value, metadata = column.field("value")[cell], column.field("metadata")[cell]
@@ -285,8 +287,8 @@ def shipped_rows(
         if cell is None:
             return None
         doc = variant(docs, cell)
-        if stamp is not None and isinstance(doc, dict):
-            ts_field, meta_field = stamp
+        if stamping is not None and isinstance(doc, dict):
+            (ts_field, meta_field), metas, event_ms = stamping
             meta = variant(metas, cell)
             doc = stamped(
                 doc,

@@ -150,9 +150,12 @@ class StateFiles:
         blob, written_base = None, None
         if delta is not None and base is not None and base in files:
             blob = pickle.dumps((_DELTA_VERSION, clock, delta), pickle.HIGHEST_PROTOCOL)
-            chain = [files[n] for n in self._chain(base, files)]
-            pending = sum(f.size for f in chain[1:]) + len(blob)
-            if pending <= max(chain[0].size, MIN_DELTA_BUDGET) and len(chain) <= MAX_DELTAS:
+            base_chain = [files[n] for n in self._chain(base, files)]
+            pending = sum(f.size for f in base_chain[1:]) + len(blob)
+            if (
+                pending <= max(base_chain[0].size, MIN_DELTA_BUDGET)
+                and len(base_chain) <= MAX_DELTAS
+            ):
                 written_base = base
             else:
                 blob = None

@@ -15,7 +15,7 @@ position) becomes the envelope's `window_key`, which makes sink ids deterministi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from json.encoder import encode_basestring as _string  # type: ignore[attr-defined]
+from json.encoder import encode_basestring as _string
 from operator import itemgetter
 from typing import Any
 
@@ -273,10 +273,11 @@ def sort_outputs(outputs: list[Output], keys: Sequence[tuple[str, int]]) -> list
     """`$sort`: stable, so equal keys keep arrival order (arrays: min asc / max desc)."""
     result = list(outputs)
     for name, direction in reversed(keys):
-        result.sort(
-            key=lambda item, n=name, r=direction: sort_value_key(get_path(item[1], n), r),
-            reverse=direction < 0,
-        )
+
+        def key(item: Output, n: str = name, r: int = direction) -> tuple[Any, ...]:
+            return sort_value_key(get_path(item[1], n), r)
+
+        result.sort(key=key, reverse=direction < 0)
     return result
 
 
@@ -347,7 +348,7 @@ def _simple_group(
     for order, (_, doc) in enumerate(outputs):
         key = simple_value(body.get("_id"), doc, window)
         key = None if key is MISSING else key
-        inputs = []
+        inputs: list[list[Any]] = []
         for acc in runtime.accs:
             if acc.input_expr is MISSING:
                 inputs.append([])

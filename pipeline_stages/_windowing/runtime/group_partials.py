@@ -267,7 +267,7 @@ def _top_bottom(
     acc: Accumulator, inputs: list[Inputs], g: IntArray, n: int, orders: IntArray
 ) -> Any:
     """Single-key `$top`/`$bottom` over numeric sort values."""
-    fields = getattr(acc, "sort_fields", ())
+    fields: tuple[tuple[str, int], ...] = getattr(acc, "sort_fields", ())
     if getattr(acc, "many", True) or len(fields) != 1:
         return [None] * n, np.ones(n, dtype=bool)
     is_number, floats, bad = inputs[1].numeric()
@@ -319,7 +319,7 @@ def _generic(
     for item in items[np.argsort(orders[items], kind="stable")].tolist():
         group = int(g[item])
         value = inputs[0].value(item) if inputs else MISSING
-        doc = None
+        doc: dict[str, Any] | None = None
         if len(inputs) > 1:
             doc = {}
             for name, x in zip(plan.sort_fields, inputs[1:], strict=True):
@@ -346,6 +346,7 @@ def partials(
     """
     inputs = [Inputs(df, columns, rows) for columns in plan.inputs]
     fast = FAST.get(acc.op)
+    states: list[Any]
     if fast is None:
         states, fallback = [None] * n, np.ones(n, dtype=bool)
     elif fast is _exact_sums and memo is not None:

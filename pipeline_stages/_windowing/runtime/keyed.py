@@ -76,7 +76,10 @@ def decode_rows(
                 members[i].item = (f"{seg.part[r]}:{seg.seq[r]}:{seg.sub[r]}", docs[r])
     for i in np.flatnonzero(flags == C.FLAG_FAILED_INSIDE).tolist():
         r = int(rows[i])
-        reason = inner.failure_reason(seg, r, df[C.REASON].iat[r])
+        native_reason = df[C.REASON].iat[r]
+        if not isinstance(native_reason, str):
+            raise TypeError(f"a failed row without a reason (row {r}): {native_reason!r}")
+        reason = inner.failure_reason(seg, r, native_reason)
         members[i].failure = (
             int(seg.part[r]), int(seg.seq[r]), int(seg.sub[r]), int(seg.ts[r]),
             df[C.FDOC].iat[r], df[C.FMETA].iat[r], reason, df[C.OPERATOR].iat[r],

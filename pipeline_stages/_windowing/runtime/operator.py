@@ -259,7 +259,9 @@ def stamped_copies(df: pd.DataFrame, stamp: Stamp) -> Callable[[Any], str | None
     metas = df[C.OMETA].to_numpy()
     event_ms = df["event_ms"].to_numpy()
     present = pd.notna(texts)
-    df[C.ORIG] = np.where(present, np.arange(len(df)), None)
+    cells = np.arange(len(df)).astype(object)  # row numbers; None: no copy
+    cells[~present] = None
+    df[C.ORIG] = cells
     ts_field, meta_field = stamp
 
     def doc_text(cell: Any) -> str | None:

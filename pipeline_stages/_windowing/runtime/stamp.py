@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring
 from typing import Any, NamedTuple
 
 #: `(tsFieldName, streamMetaFieldName)`: how the source stamps documents.
@@ -89,12 +88,16 @@ def _members(text: str) -> dict[str, _Member]:
     key, each as written."""
 
     def skip_space(at: int) -> int:
-        return _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        space = _SPACE.match(text, at)
+        assert space is not None  # noqa: S101 - the pattern matches the empty string
+        return space.end()
 
     members: dict[str, _Member] = {}
     at = skip_space(text.index("{") + 1)
     while text[at] != "}":
-        key, after_key = scanstring(text, at + 1)
+        # A key is a JSON string: decoding one at its quote is what `json.decoder.scanstring`
+        # does past the quote (the decoder's scanner calls it), with a public, typed API.
+        key, after_key = _DECODER.raw_decode(text, at)
         value_at = skip_space(skip_space(after_key) + 1)  # past the ':'
         _, value_end = _DECODER.raw_decode(text, value_at)
         members[key] = _Member(text[at:value_end], text[value_at:value_end])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime
-from json.encoder import encode_basestring as _string  # type: ignore[attr-defined]
+from json.encoder import encode_basestring as _string
 from typing import Any
 
 import numpy as np

@@ -203,10 +203,10 @@ def compile_window(
         group_plan = None
         if group_stage is not None:
             frame, group_plan = compile_group(frame, group_stage, problems)
-        first_sort = first is not None and first.key == "$sort"
+        first_sort = first if first is not None and first.key == "$sort" else None
         inner = C.InnerPlan(
             group=group_plan,
-            sort=tuple(first.spec.keys.items()) if first_sort else None,
+            sort=tuple(first_sort.spec.keys.items()) if first_sort is not None else None,
             later=_later(split, problems),
             needs_doc=group_plan is None,
             exploded=exploded,
@@ -237,19 +237,27 @@ def compile_window(
         shipped = stamped_failures(shipped, unstamped)
     stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
     envelopes = _operator(shipped, op_spec, stamp)
-    clock = {
-        "closes_on_clock": op_spec.idle_timeout_ms is not None or op_spec.processing_time,
-        "runs_when_idle": op_spec.runs_when_idle,
-    }
+    closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
     batch = None
     if _engine(ctx, path, key) == "batch" and ineligible(op_spec) is None:
         batch = _batch_window(shipped, op_spec, tuple(split.suffix), stamp)
     if not split.suffix:
-        return WindowResult(envelopes=envelopes, batch=batch, **clock)
+        return WindowResult(
+            envelopes=envelopes,
+            batch=batch,
+            closes_on_clock=closes_on_clock,
+            runs_when_idle=op_spec.runs_when_idle,
+        )
     after = frame_from_envelope(envelopes)
     for stage in split.suffix:
         after = entry_of(stage.spec).module.compile(stage.spec, after, ctx, stage.path)
-    return WindowResult(envelopes=envelope_from_frame(after), frame=after, batch=batch, **clock)
+    return WindowResult(
+        envelopes=envelope_from_frame(after),
+        frame=after,
+        batch=batch,
+        closes_on_clock=closes_on_clock,
+        runs_when_idle=op_spec.runs_when_idle,
+    )
 
 
 #: The owning bucket of a row, while its copies to every bucket are made (`_bucketed`).
