@@ -91,12 +91,12 @@ def test_every_route_except_healthz_needs_an_api_key(svc: Running) -> None:
                 assert response.headers["www-authenticate"] == "Bearer"
                 checked += 1
     assert checked >= 3 * 17
-    denied = service.cli.app("--api-key", "not-the-key-0123456789", "processors", "list")
+    denied = service.cli("--api-key", "not-the-key-0123456789", "processors", "list")
     assert denied.returncode == 1
     assert "401 UNAUTHORIZED" in denied.stderr
     key_file = service.data_dir / "api_key"
     assert key_file.stat().st_mode & 0o777 == 0o600
-    assert service.cli.app("processors", "list").returncode == 0  # the CLI found the generated key
+    assert service.cli("processors", "list").returncode == 0  # the CLI found the generated key
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -105,16 +105,16 @@ def test_every_route_except_healthz_needs_an_api_key(svc: Running) -> None:
 def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path: Path) -> None:
     service = svc.current
     assert (
-        service.cli.app("connections", "create", "orders", "--type", "HttpIngest").returncode == 0
+        service.cli("connections", "create", "orders", "--type", "HttpIngest").returncode == 0
     )
     pipeline_file = tmp_path / "pipeline.json"
     pipeline_file.write_text(json.dumps(PIPELINE))
-    created = service.cli.app(
+    created = service.cli(
         "--json", "processors", "create", "orders_p", str(pipeline_file), "--dlq", "local/e2e/dlq"
     )
     assert created.returncode == 0, created.stderr
     assert json.loads(created.stdout)["state"] == "CREATED"
-    started = service.cli.app("--json", "processors", "start", "orders_p")
+    started = service.cli("--json", "processors", "start", "orders_p")
     assert started.returncode == 0, started.stderr
     assert json.loads(started.stdout)["state"] == "STARTED"
 
@@ -126,7 +126,7 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
         '{"id": 3, "kind": "other", "a": 1, "b": 1}\n'
         '{"id": 4, "kind": "reading", "a": 1.0, "b": 4}\n'
     )
-    ingested = service.cli.app("--json", "ingest", "orders", str(records))
+    ingested = service.cli("--json", "ingest", "orders", str(records))
     assert ingested.returncode == 0, ingested.stderr
     assert json.loads(ingested.stdout) == {"accepted": 5, "invalid": 1, "requests": 1}
 
@@ -136,7 +136,7 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
             timeout=120,
             message="no output/DLQ in sample",
         )
-        sampled = service.cli.app("processors", "sample", "orders_p", "--limit", "50")
+        sampled = service.cli("processors", "sample", "orders_p", "--limit", "50")
         assert sampled.returncode == 0, sampled.stderr
         messages = lines(sampled.stdout)
         assert [m for m in messages if "_dlqMessage" not in m] == [
@@ -147,7 +147,7 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
         reasons = {m["_dlqMessage"]["errInfo"]["reason"] for m in messages if "_dlqMessage" in m}
         assert reasons == {DIVIDE_BY_ZERO, NOT_JSON}
 
-        listed = service.cli.app("--json", "dlq", "list", "orders_p")
+        listed = service.cli("--json", "dlq", "list", "orders_p")
         assert listed.returncode == 0, listed.stderr
         dlq = json.loads(listed.stdout)
         assert dlq["totalCount"] == 2
@@ -157,7 +157,7 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
         assert all(
             d["processorName"] == "orders_p" and "$date" in d["dlqTime"] for d in dlq["results"]
         )
-        counted = service.cli.app("dlq", "count", "orders_p", "--operator", "SourceOperator")
+        counted = service.cli("dlq", "count", "orders_p", "--operator", "SourceOperator")
         assert counted.stdout.strip() == "1"
 
         stats = poll(
@@ -176,11 +176,11 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
         )
         assert stats["inputMessageSize"] > 0 and stats["outputMessageSize"] > 0
 
-        stopped = service.cli.app("--json", "processors", "stop", "orders_p")
+        stopped = service.cli("--json", "processors", "stop", "orders_p")
         assert json.loads(stopped.stdout)["state"] == "STOPPED"
         client.post("/api/v1/ingest/orders", json=[{"id": 5, "kind": "reading", "a": 6, "b": 3}])
         assert (
-            service.cli.app("processors", "start", "orders_p").returncode == 0
+            service.cli("processors", "start", "orders_p").returncode == 0
         )  # from the checkpoint
         poll(
             lambda: ids(outputs(client, "orders_p")) == [1, 4, 5] or None,
@@ -198,7 +198,7 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
         )
         assert stats["outputMessageCount"] == 3
 
-        purged = service.cli.app(
+        purged = service.cli(
             "dlq", "purge", "orders_p", "--operator", "SourceOperator", "--yes"
         )
         assert purged.stdout.strip() == "deleted 1"
@@ -206,12 +206,12 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
 
         processor_id = client.get("/api/v1/processors/orders_p").json()["_id"]
         assert (service.data_dir / "checkpoints" / processor_id).is_dir()
-        assert service.cli.app("processors", "drop", "orders_p").returncode == 0
+        assert service.cli("processors", "drop", "orders_p").returncode == 0
         assert client.get("/api/v1/processors/orders_p").status_code == 404
         assert not (service.data_dir / "checkpoints" / processor_id).exists()
-        missing = service.cli.app("processors", "show", "orders_p")
+        missing = service.cli("processors", "show", "orders_p")
         assert missing.returncode == 1 and "PROCESSOR_NOT_FOUND" in missing.stderr
-    assert service.cli.app("connections", "drop", "orders").returncode == 0
+    assert service.cli("connections", "drop", "orders").returncode == 0
 
 
 WINDOW_PIPELINE: list[dict[str, Any]] = [
@@ -297,7 +297,7 @@ def test_illegal_transitions_are_409_and_invalid_pipelines_422(
             == 201
         )
 
-        denied = service.cli.app("processors", "stop", "idle_p")
+        denied = service.cli("processors", "stop", "idle_p")
         assert denied.returncode == 1
         assert "409 INVALID_STATE_TRANSITION" in denied.stderr
         assert "  /state: cannot stop processor 'idle_p': it is CREATED" in denied.stderr
@@ -337,7 +337,7 @@ def test_illegal_transitions_are_409_and_invalid_pipelines_422(
 
     bad_file = tmp_path / "bad.json"
     bad_file.write_text(json.dumps(bad))
-    result = service.cli.app("processors", "create", "bad_p", str(bad_file))
+    result = service.cli("processors", "create", "bad_p", str(bad_file))
     assert result.returncode == 2
     problem_lines = [line for line in result.stderr.splitlines() if line.startswith("  /")]
     assert (
@@ -453,4 +453,4 @@ def test_kill_9_then_restart_recovers_without_duplicates(svc: Running) -> None:
             timeout=120,
             message="recovery lost or duplicated output",
         )
-        assert service.cli.app("processors", "stop", "restart_p").returncode == 0
+        assert service.cli("processors", "stop", "restart_p").returncode == 0
