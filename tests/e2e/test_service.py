@@ -104,9 +104,7 @@ def test_every_route_except_healthz_needs_an_api_key(svc: Running) -> None:
 
 def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path: Path) -> None:
     service = svc.current
-    assert (
-        service.cli("connections", "create", "orders", "--type", "HttpIngest").returncode == 0
-    )
+    assert service.cli("connections", "create", "orders", "--type", "HttpIngest").returncode == 0
     pipeline_file = tmp_path / "pipeline.json"
     pipeline_file.write_text(json.dumps(PIPELINE))
     created = service.cli(
@@ -179,9 +177,7 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
         stopped = service.cli("--json", "processors", "stop", "orders_p")
         assert json.loads(stopped.stdout)["state"] == "STOPPED"
         client.post("/api/v1/ingest/orders", json=[{"id": 5, "kind": "reading", "a": 6, "b": 3}])
-        assert (
-            service.cli("processors", "start", "orders_p").returncode == 0
-        )  # from the checkpoint
+        assert service.cli("processors", "start", "orders_p").returncode == 0  # from the checkpoint
         poll(
             lambda: ids(outputs(client, "orders_p")) == [1, 4, 5] or None,
             timeout=120,
@@ -198,9 +194,7 @@ def test_create_start_ingest_sample_dlq_stop_restart_drop(svc: Running, tmp_path
         )
         assert stats["outputMessageCount"] == 3
 
-        purged = service.cli(
-            "dlq", "purge", "orders_p", "--operator", "SourceOperator", "--yes"
-        )
+        purged = service.cli("dlq", "purge", "orders_p", "--operator", "SourceOperator", "--yes")
         assert purged.stdout.strip() == "deleted 1"
         assert client.get("/api/v1/processors/orders_p/dlq").json()["totalCount"] == 1
 
