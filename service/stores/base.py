@@ -26,6 +26,7 @@ from pipeline_stages._connectors.ports import (
 
 from .codec import normalize_document, normalize_filter, utc_ms
 from .redact import redact
+from .stats_ledger import StatsLedger
 
 #: Names usable as directory names (the HTTP-ingest spool) and in URLs.
 CONNECTION_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -234,6 +235,36 @@ class ConnectionStore(Protocol):
 
     def list(self, *, offset: int = 0, limit: int = 100) -> tuple[list[ConnectionRecord], int]:
         """A page ordered by name and the total count."""
+        ...
+
+
+class StatsStore(Protocol):
+    """Per-processor counts recorded per micro-batch, idempotent per batch id
+    (:mod:`.stats_ledger`)."""
+
+    def get(self, processor_id: str) -> StatsLedger | None:
+        """The processor's ledger, or None before its first recorded batch."""
+        ...
+
+    def record(
+        self,
+        processor_id: str,
+        lane: str,
+        generation: int,
+        batch_id: int,
+        part: Mapping[str, Any],
+        *,
+        seed: Mapping[str, Any] | None = None,
+    ) -> StatsLedger:
+        """Record one batch's counts in a lane and return the stored ledger.
+
+        A replayed batch id replaces its earlier counts, an older one changes nothing.
+        ``seed`` (a persisted stats document) starts a processor's first ledger.
+        """
+        ...
+
+    def delete(self, processor_id: str) -> bool:
+        """Forget a processor's ledger; False if there was none."""
         ...
 
 

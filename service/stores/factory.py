@@ -13,10 +13,11 @@ from typing import Any, Protocol
 
 from pymongo import MongoClient
 
-from .base import ConnectionStore, DlqStore, DocumentStore, ProcessorStore
+from .base import ConnectionStore, DlqStore, DocumentStore, ProcessorStore, StatsStore
 from .mongo import MongoDlqStore, MongoStores
 from .mongo_documents import MongoDocumentStore
 from .rules import check_namespace
+from .secrets import SecretBox
 from .sqlite import SqliteStores
 
 _SQLITE_PREFIX = "sqlite:///"
@@ -41,6 +42,11 @@ class Stores(Protocol):
         """Collections of the embedded ``local`` connection (``$merge`` targets)."""
         ...
 
+    @property
+    def stats(self) -> StatsStore:
+        """Per-processor counts, recorded per micro-batch."""
+        ...
+
     def dlq(self, db: str, coll: str) -> DlqStore:
         """The DLQ collection ``db.coll`` on this backend."""
         ...
@@ -55,22 +61,31 @@ def default_store_url(data_dir: str | Path) -> str:
     return f"{_SQLITE_PREFIX}{Path(data_dir) / 'sluice.db'}"
 
 
-def open_stores(url: str | None = None, *, data_dir: str | Path = ".") -> Stores:
+def open_stores(
+    url: str | None = None, *, data_dir: str | Path = ".", secrets: SecretBox | None = None
+) -> Stores:
     """Opens the stores named by ``url`` (default: SQLite under ``data_dir``).
+
+    Connection secrets are sealed with ``secrets``; by default with the key of ``data_dir``
+    (``SLUICE_SECRET_KEY``, else ``<data_dir>/secret.key``: :meth:`SecretBox.load`), whichever
+    backend holds the metadata.
 
     Raises:
         ValueError: On a URL that is neither ``sqlite:///`` nor ``mongodb[+srv]://``.
+        SecretKeyError: (a ``ValueError``) On a key that does not open the stored secrets.
     """
     url = url or default_store_url(data_dir)
+    if not url.startswith((_SQLITE_PREFIX, *_MONGO_PREFIXES)):
+        scheme = url.split(":", 1)[0]
+        raise ValueError(f"unsupported store URL scheme {scheme!r}; use sqlite:/// or mongodb://")
+    if secrets is None:
+        secrets = SecretBox.load(data_dir=Path(data_dir).absolute())
     if url.startswith(_SQLITE_PREFIX):
         path = url[len(_SQLITE_PREFIX) :]
         if not path:
             raise ValueError("sqlite:/// URLs need a file path, e.g. sqlite:///data/sluice.db")
-        return SqliteStores(path)
-    if url.startswith(_MONGO_PREFIXES):
-        return MongoStores.from_uri(url)
-    scheme = url.split(":", 1)[0]
-    raise ValueError(f"unsupported store URL scheme {scheme!r}; use sqlite:/// or mongodb://")
+        return SqliteStores(path, secrets=secrets)
+    return MongoStores.from_uri(url, secrets=secrets)
 
 
 class ClusterTarget:
