@@ -120,8 +120,9 @@ def test_a_client_without_tz_aware_is_refused():
 
 def test_from_uri_uses_the_default_database(monkeypatch):
     monkeypatch.setattr("service.stores.mongo.MongoClient", mongomock.MongoClient)
-    assert MongoStores.from_uri("mongodb://h:27017/meta").database.name == "meta"
-    assert MongoStores.from_uri("mongodb://h:27017").database.name == "sluice"
+    box = make_box()
+    assert MongoStores.from_uri("mongodb://h:27017/meta", secrets=box).database.name == "meta"
+    assert MongoStores.from_uri("mongodb://h:27017", secrets=box).database.name == "sluice"
 
 
 class RecordingWriter:
