@@ -71,10 +71,17 @@ class _Record(BaseModel):
 
 
 class ProcessorError(_Record):
-    """Why a processor failed: ``{code, message}``."""
+    """A processor's last failure: ``{code, message, time, retries}``.
+
+    Set when the processor becomes ``FAILED``, and while a ``STARTED`` processor's query is
+    being restarted after failures (``retries``: restarts scheduled so far), so a processor in
+    a restart loop shows its error as it happens. Cleared by start and stop.
+    """
 
     code: str
     message: str
+    time: UtcMs | None = None
+    retries: Annotated[int, Field(ge=0)] | None = None
 
 
 class ProcessorRecord(_Record):

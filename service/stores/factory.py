@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from pymongo import MongoClient
 
+from service.config.settings import default_data_dir
+
 from .base import ConnectionStore, DlqStore, DocumentStore, ProcessorStore, StatsStore
 from .mongo import MongoDlqStore, MongoStores
 from .mongo_documents import MongoDocumentStore
@@ -62,30 +64,31 @@ def default_store_url(data_dir: str | Path) -> str:
 
 
 def open_stores(
-    url: str | None = None, *, data_dir: str | Path = ".", secrets: SecretBox | None = None
+    url: str | None = None, *, data_dir: str | Path | None = None, secrets: SecretBox | None = None
 ) -> Stores:
-    """Opens the stores named by ``url`` (default: SQLite under ``data_dir``).
+    """Opens the stores named by ``url`` (default: SQLite under ``data_dir``, else ``.``).
 
     Connection secrets are sealed with ``secrets``; by default with the key of ``data_dir``
-    (``SLUICE_SECRET_KEY``, else ``<data_dir>/secret.key``: :meth:`SecretBox.load`), whichever
-    backend holds the metadata.
+    (``SLUICE_SECRET_KEY``, else ``<data_dir>/secret.key``: :meth:`SecretBox.load`), or without
+    a data directory, beside the SQLite file or in the default data directory (MongoDB).
 
     Raises:
         ValueError: On a URL that is neither ``sqlite:///`` nor ``mongodb[+srv]://``.
         SecretKeyError: (a ``ValueError``) On a key that does not open the stored secrets.
     """
-    url = url or default_store_url(data_dir)
-    if not url.startswith((_SQLITE_PREFIX, *_MONGO_PREFIXES)):
-        scheme = url.split(":", 1)[0]
-        raise ValueError(f"unsupported store URL scheme {scheme!r}; use sqlite:/// or mongodb://")
-    if secrets is None:
-        secrets = SecretBox.load(data_dir=Path(data_dir).absolute())
+    url = url or default_store_url(data_dir or ".")
+    key_dir = Path(data_dir).absolute() if data_dir is not None else None
     if url.startswith(_SQLITE_PREFIX):
         path = url[len(_SQLITE_PREFIX) :]
         if not path:
             raise ValueError("sqlite:/// URLs need a file path, e.g. sqlite:///data/sluice.db")
-        return SqliteStores(path, secrets=secrets)
-    return MongoStores.from_uri(url, secrets=secrets)
+        box = secrets or SecretBox.load(data_dir=key_dir or Path(path).absolute().parent)
+        return SqliteStores(path, secrets=box)
+    if url.startswith(_MONGO_PREFIXES):
+        box = secrets or SecretBox.load(data_dir=key_dir or default_data_dir())
+        return MongoStores.from_uri(url, secrets=box)
+    scheme = url.split(":", 1)[0]
+    raise ValueError(f"unsupported store URL scheme {scheme!r}; use sqlite:/// or mongodb://")
 
 
 class ClusterTarget:
