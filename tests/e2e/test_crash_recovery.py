@@ -139,8 +139,13 @@ class Deployment:
 
     def start_service(self) -> ServiceProcess:
         began = time.monotonic()
-        engine = {"SLUICE_SPARK_CONF_spark__sluice__window__engine": self.engine}
-        self.service = ServiceProcess(self.data_dir, extra_env=engine).start(timeout=START_TIMEOUT)
+        env = {
+            "SLUICE_SPARK_CONF_spark__sluice__window__engine": self.engine,
+            # Kills are the subject here, not the retry limit: on a loaded machine a query can
+            # fail to start a Python worker in time, and it must be retried, not given up on.
+            "SLUICE_RESTART_ATTEMPTS": "8",
+        }
+        self.service = ServiceProcess(self.data_dir, extra_env=env).start(timeout=START_TIMEOUT)
         self.note(f"service {self.service.proc.pid} ready in {time.monotonic() - began:.0f} s")  # type: ignore[union-attr]
         return self.service
 
