@@ -46,6 +46,7 @@ from pipeline_stages._base import (
 )
 from pipeline_stages._connectors.sources.spool import Spool
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
+from pipeline_stages._stream.batch import INPUT_METRICS
 
 if TYPE_CHECKING:
     from pipeline_stages._stream.context import CompileContext, SourcePlan
@@ -320,13 +321,9 @@ def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None
     return _empty_stream(ctx), 0
 
 
-#: The observed-metrics name under which each micro-batch reports the records and bytes read
-#: from the source (`StreamingQueryProgress.observedMetrics`); the service's stats read it
-#: for Atlas's `inputMessageCount` / `inputMessageSize`.
-INPUT_METRICS = "sluice_source_input"
-
-
 def _observe_input(raw: Any) -> Any:
+    """Count every raw record and its bytes under `INPUT_METRICS` (Atlas's
+    `inputMessageCount` / `inputMessageSize`: the sink reads them inside each batch)."""
     from pyspark.sql import functions as F
 
     return raw.observe(

@@ -3,6 +3,10 @@
 Run it with `sluice serve` (uvicorn). The lifespan starts the manager (Spark in the
 background, then processors that were STARTED resume from their checkpoints) and, on
 shutdown (SIGTERM/SIGINT), stops every query cleanly before Spark.
+
+Building the app sets the process umask to 077 first (`service.config.private_files`), so
+everything the service and its Spark JVM write is readable by the service user only, and
+refuses a data directory other users can write to.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from service.api.deps import Services, require_api_key
 from service.api.routes import connections, dlq, ingest, processors, system
 from service.api.routes.system import VERSION
 from service.auth import ApiKeyChecker, accepted_keys
+from service.config.private_files import restrict_umask
 from service.config.settings import Settings
 from service.errors import error_body, install_handlers
 from service.manager.connections import ConnectionRegistry
@@ -28,7 +33,7 @@ from service.manager.ingest import IngestService
 from service.manager.processors import ProcessorManager
 from service.runtime.engine import Engine
 from service.runtime.spark_engine import SparkEngine
-from service.stores import Spool, Stores, open_stores
+from service.stores import SecretBox, Spool, Stores, open_stores
 
 API_PREFIX = "/api/v1"
 
@@ -113,7 +118,12 @@ def build_services(settings: Settings, *, engine: Engine | None, stores: Stores 
     """Open the stores and build the manager and friends (Spark starts later, in `open`)."""
     if engine is None:
         engine = SparkEngine(settings)
-    stores = stores or open_stores(settings.store_url, data_dir=settings.data_dir)
+    if stores is None:
+        key = settings.secret_key.get_secret_value() if settings.secret_key else None
+        secrets = SecretBox.load(
+            data_dir=settings.data_dir, key=key, key_file=settings.secret_key_file
+        )
+        stores = open_stores(settings.store_url, data_dir=settings.data_dir, secrets=secrets)
     registry = ConnectionRegistry(stores)
     manager = ProcessorManager(
         settings=settings, stores=stores, engine=engine, connections=registry
@@ -142,6 +152,7 @@ def create_app(
         stores: Defaults to the stores named by the settings (closed at shutdown; stores
             passed in are left open, so a test can run the lifespan more than once).
     """
+    restrict_umask()
     settings = settings or Settings()
     settings.prepare_directories()
     owns_stores = stores is None

@@ -56,14 +56,22 @@ class CompiledPipeline:
     batch_window: Any | None = None
 
     def foreach_batch(
-        self, writer: Any, *, processor: str, state_dir: str | None
+        self,
+        writer: Any,
+        *,
+        processor: str,
+        state_dir: str | None,
+        input_counts: Callable[[int], dict[str, int] | None] | None = None,
     ) -> ForeachBatchSink:
         """The `foreachBatch` function writing this pipeline's micro-batches to `writer`;
         a batch window engine keeps its state in `state_dir` (None: in memory). With a batch
-        window engine, writes trail Spark's progress: see `ForeachBatchSink.flush`/`close`."""
+        window engine, writes trail Spark's progress: see `ForeachBatchSink.flush`/`close`.
+        `input_counts` reads each batch's input counts for the writer (`InputMetrics`)."""
         if self.batch_window is not None:
             self.batch_window.bind(state_dir)
-        return ForeachBatchSink(writer, processor=processor, window=self.batch_window)
+        return ForeachBatchSink(
+            writer, processor=processor, window=self.batch_window, input_counts=input_counts
+        )
 
 
 def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPipeline:

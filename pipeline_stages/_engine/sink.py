@@ -7,6 +7,7 @@ Spark side that collects a micro-batch and hands it to the processor's `BatchWri
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,7 +32,11 @@ class ForeachBatchSink:
     With the batch window engine the sink only reads each batch (and logs it) before it
     returns; the engine folds it in the background while Spark reads the next one
     (`batch.pipelining`). Whoever waits for a batch's outputs calls `flush` once Spark
-    reports the batch done, and whoever stops the query calls `close` after it."""
+    reports the batch done, and whoever stops the query calls `close` after it.
+
+    Given `input_counts` (`_engine.observed.InputMetrics`), the sink reads the source's input
+    counts of each batch once its rows are computed and hands them to the writer with the
+    batch (`BatchResult.input`)."""
 
     def __init__(
         self,
@@ -40,15 +45,17 @@ class ForeachBatchSink:
         processor: str,
         window: Any | None = None,
         pipelined: bool = True,
+        input_counts: Callable[[int], dict[str, int] | None] | None = None,
     ) -> None:
         self.writer = writer
         self.processor = processor
         #: The batch window engine (`batch.engine.BatchWindow`): the query's rows are its
         #: input, and it makes the envelopes.
         self.window = window
+        self.input_counts = input_counts
         self._folds: Any | None = None
         if window is not None and pipelined:
-            self._folds = FoldPipeline(window, self.write_envelopes)
+            self._folds = FoldPipeline(window, self.write_envelopes, input_counts=input_counts)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Collect the batch, in emission order, and hand it to the writer."""
@@ -56,7 +63,8 @@ class ForeachBatchSink:
             self._folds.submit(df, batch_id)
             return
         found = self.window.envelopes(df, batch_id) if self.window is not None else df.collect()
-        self.write_envelopes(batch_id, found)
+        counts = self.input_counts(batch_id) if self.input_counts is not None else None
+        self.write_envelopes(batch_id, found, counts)
 
     def flush(self) -> None:
         """Return once every batch Spark finished is written (raises a failed fold's error)."""
@@ -73,13 +81,16 @@ class ForeachBatchSink:
         """A background fold's error (the query fails with it at its next batch)."""
         return self._folds.failure if self._folds is not None else None
 
-    def write_envelopes(self, batch_id: int, found: list[Any]) -> None:
-        """Hand one batch's envelopes to the writer, in emission order."""
+    def write_envelopes(
+        self, batch_id: int, found: list[Any], input_counts: dict[str, int] | None = None
+    ) -> None:
+        """Hand one batch's envelopes (and its input counts, if known) to the writer, in
+        emission order."""
         # Sorting in Python, not with orderBy: a global sort samples its input first, which
         # would read the source twice.
         rows = sorted(found, key=lambda r: (r["seq"], r["part"], r["sub"]))
         now = datetime.now(tz=UTC)
-        batch = BatchResult(batch_id=batch_id)
+        batch = BatchResult(batch_id=batch_id, input=input_counts)
         for row in rows:
             if row["kind"] == KIND_OUTPUT:
                 batch.order.append((KIND_OUTPUT, len(batch.outputs)))

@@ -3,7 +3,9 @@
 Writers receive whole micro-batches with their `batch_id`, so a writer can make a replayed
 batch idempotent (Spark replays the last batch after a crash with the same id and data).
 DLQ record ids are deterministic (processor, source position, operator), so a replay
-overwrites rather than duplicates.
+overwrites rather than duplicates. A batch also carries the source's input counts when the
+engine read them inside the batch (`input`), so a writer can persist every count of the batch
+with the batch, before Spark commits it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ class Output:
     target: dict[str, Any] | None = None
 
 
+#: The observed-metrics name under which each micro-batch counts the records and bytes read
+#: from the source (`{"count": ..., "bytes": ...}`; `StreamingQueryProgress.observedMetrics`).
+INPUT_METRICS = "sluice_source_input"
+
+
 @dataclass
 class BatchResult:
     """What one micro-batch produced, in emission order."""
@@ -37,6 +44,9 @@ class BatchResult:
     stats: list[dict[str, Any]] = field(default_factory=list)
     #: Emission order across outputs and DLQ records: ("out" | "dlq", index).
     order: list[tuple[str, int]] = field(default_factory=list)
+    #: The source's records and bytes read by this batch (`INPUT_METRICS`, DLQ'd ones
+    #: included), when the engine read them with the batch; None otherwise.
+    input: dict[str, int] | None = None
 
 
 class BatchWriter(Protocol):

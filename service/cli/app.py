@@ -27,6 +27,7 @@ from service.cli.ingest import send_file
 from service.cli.output import CliState, JsonOption, api_call, print_json, state_of, wants_json
 from service.cli.processors import processors_app
 from service.cli.resources import connections_app, dlq_app
+from service.config.private_files import UnsafeDirectory
 from service.config.settings import Settings
 
 app = typer.Typer(
@@ -131,6 +132,7 @@ def serve(
     import uvicorn
 
     from service.main import create_app
+    from service.stores.secrets import SecretKeyError
 
     overrides = {
         key: value
@@ -146,6 +148,9 @@ def serve(
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
         app_ = create_app(settings)
+    except (UnsafeDirectory, SecretKeyError) as error:
+        sys.stderr.write(f"sluice serve: refusing to start: {error}\n")
+        raise typer.Exit(2) from None
     except (ValidationError, ValueError) as error:
         sys.stderr.write(f"sluice serve: invalid settings: {error}\n")
         raise typer.Exit(2) from None

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from service.config.private_files import check_private_directory, make_private_dir
 from service.config.spark_conf import merged_conf
 
 #: Spark's processing-time trigger syntax, as Sluice accepts it.
@@ -77,6 +78,10 @@ class Settings(BaseSettings):
         stats_flush_seconds: How often live stats are persisted to the store.
         max_body_bytes: Largest accepted request body (413 above).
         engine_start_timeout_seconds: How long a request waits for the JVM to come up.
+        secret_key: `SLUICE_SECRET_KEY`: the Fernet key(s) sealing connection secrets at rest
+            (comma-separated; the first seals). Unset: the key file below.
+        secret_key_file: `SLUICE_SECRET_KEY_FILE`: where the generated key lives when
+            `SLUICE_SECRET_KEY` is unset (default `<data_dir>/secret.key`, mode 0600).
     """
 
     model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", populate_by_name=True)
@@ -107,6 +112,8 @@ class Settings(BaseSettings):
     stats_flush_seconds: float = Field(default=5.0, gt=0, le=3600)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
     engine_start_timeout_seconds: float = Field(default=180.0, gt=0)
+    secret_key: SecretStr | None = None
+    secret_key_file: Path | None = None
 
     _spark_conf: dict[str, str] = PrivateAttr(default_factory=dict)
     _checkpoint_uri: str | None = PrivateAttr(default=None)
@@ -237,18 +244,21 @@ class Settings(BaseSettings):
         return connection, db, coll
 
     def prepare_directories(self) -> None:
-        """Create the data and checkpoint directories (0700) and check they are writable.
+        """Create the data and checkpoint directories (0700), check they are writable by the
+        service and by nobody else (`service.config.private_files`).
 
         Raises:
-            ValueError: Naming the variable whose directory cannot be used.
+            ValueError: Naming the variable whose directory cannot be used
+                (`UnsafeDirectory` when group or others may write to it, with the fix).
         """
         for variable, directory in (
             ("SLUICE_DATA_DIR", self.data_dir),
             ("SLUICE_CHECKPOINT_DIR", self.checkpoint_root),
         ):
             try:
-                directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+                make_private_dir(directory)
             except OSError as error:
                 raise ValueError(f"{variable}: cannot create {directory}: {error}") from None
             if not os.access(directory, os.W_OK | os.X_OK):
                 raise ValueError(f"{variable}: {directory} is not writable")
+            check_private_directory(directory, variable=variable)

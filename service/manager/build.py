@@ -18,7 +18,7 @@ from service.manager.writers import DlqWriter, ProcessorWriter, SampleBuffer
 from service.runtime.engine import CompileRequest, RunRequest
 from service.runtime.locks import CheckpointLock
 from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
-from service.stores import DocumentStore, ProcessorRecord, Spool
+from service.stores import DocumentStore, ProcessorRecord, Spool, StatsLedger, StatsStore
 
 
 def dlq_option(options: Mapping[str, Any]) -> dict[str, str] | None:
@@ -37,11 +37,16 @@ class RunFactory:
         connections: ConnectionRegistry,
         dlq_targets: DlqTargets,
         documents: DocumentStore,
+        stats: StatsStore,
+        input_from_progress: bool = False,
     ) -> None:
         self._settings = settings
         self._connections = connections
         self._dlq_targets = dlq_targets
         self._documents = documents
+        self._stats = stats
+        #: The engine does not hand each batch's input counts to the writer.
+        self._input_from_progress = input_from_progress
         self._spool = Spool(settings.data_dir)
         self._samples: dict[str, SampleBuffer] = {}
         #: `Cluster` clients of `$merge`/`$emit` sinks, shared by every run.
@@ -77,9 +82,31 @@ class RunFactory:
         """A buffer object for deleting a collection nobody mirrors."""
         return SampleBuffer(self._documents, record.id, capacity=self._settings.sample_size)
 
+    def new_stats(self, record: ProcessorRecord) -> LiveStats:
+        """The processor's live stats, from its ledger, recording each batch in it."""
+        processor_id = record.id
+        store = self._stats
+
+        def record_batch(
+            lane: str,
+            generation: int,
+            batch_id: int,
+            part: Mapping[str, Any],
+            seed: Mapping[str, Any] | None,
+        ) -> StatsLedger:
+            return store.record(processor_id, lane, generation, batch_id, part, seed=seed)
+
+        return LiveStats(
+            record.stats,
+            generation=record.generation,
+            ledger=store.get(record.id),
+            recorder=record_batch,
+            input_from_progress=self._input_from_progress,
+        )
+
     def new_run(self, record: ProcessorRecord, definition: Definition) -> Run:
         """A run of the processor (not launched yet)."""
-        stats = LiveStats(record.stats, generation=record.generation)
+        stats = self.new_stats(record)
         option = dlq_option(record.options)
         dlq = None
         if self._dlq_targets.target_of(option) is not None:

@@ -5,7 +5,10 @@ Definitions and states live in the metadata store; running queries live in `RunT
 record, asks the transitions table (`manager.states`) whether the move is legal, and saves
 the result with the store's compare-and-set. On service start, processors that were
 `STARTED` are restarted from their checkpoints; on shutdown their queries stop cleanly and
-they stay `STARTED` in the store, so the next start resumes them.
+they stay `STARTED` in the store, so the next start resumes them. Until a resumed processor's
+query has caught up, its stats say `recovering`, with what it is doing (`statusDetail`:
+"starting Spark", "resuming from checkpoint", "replaying from checkpoint"), and its counters
+are the persisted ones, never zeros.
 
 Checkpoints live in `<checkpoint root>/<processor id>/g<generation>/`: ids, not names, so a
 name can never steer a path, and a rename keeps the checkpoint. `resumeFromCheckpoint:
@@ -19,6 +22,7 @@ import json
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -38,7 +42,7 @@ from service.errors import (
 from service.manager.build import RunFactory, dlq_option
 from service.manager.connections import ConnectionRegistry, referenced_connections
 from service.manager.dlq import DlqTargets
-from service.manager.runs import Run, RunTable, summarize_error
+from service.manager.runs import REPLAYING, Run, RunTable, summarize_error
 from service.manager.states import STATUS, Action, State, next_state
 from service.manager.stats import LiveStats, utc_now
 from service.manager.validate import (
@@ -50,7 +54,14 @@ from service.manager.validate import (
 from service.manager.writers import SampleBuffer
 from service.runtime.engine import CompileRequest, Engine
 from service.schemas.processors import NoDlq, ProcessorCreate, ProcessorModify
-from service.stores import AlreadyExists, Conflict, NotFound, ProcessorRecord, Stores
+from service.stores import (
+    AlreadyExists,
+    Conflict,
+    NotFound,
+    ProcessorError,
+    ProcessorRecord,
+    Stores,
+)
 
 log = logging.getLogger("sluice.service")
 
@@ -78,15 +89,20 @@ class ProcessorManager:
             connections=connections,
             dlq_targets=self.dlq_targets,
             documents=stores.documents,
+            stats=stores.stats,
+            input_from_progress=not engine.batch_input_metrics,
         )
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
+        #: Processors STARTED when the service started and not resumed yet.
+        self._resuming: set[str] = set()
         self.runs = RunTable(
             engine,
             settings,
             lock_for=self._lock_for,
             mark_failed=self._mark_failed,
             persist_stats=self._persist_stats,
+            report_error=self._report_error,
         )
         engine.set_progress_callback(self.runs.on_progress)
 
@@ -95,6 +111,8 @@ class ProcessorManager:
     def open(self) -> None:
         """Start the engine (eagerly or when processors must resume) and the supervisor."""
         started = self._started_records()
+        with self._guard:
+            self._resuming.update(record.id for record in started)
         if self._settings.spark_eager or started:
             self.engine.start()
         self.runs.start_supervisor()
@@ -104,19 +122,30 @@ class ProcessorManager:
     def recover(self) -> None:
         """Restart, from their checkpoints, the processors that were STARTED."""
         for record in self._started_records():
-            with self._lock_for(record.id):
-                fresh = self._stores.processors.get_by_id(record.id)
-                if fresh is None or fresh.state is not State.STARTED or self.runs.get(fresh.id):
-                    continue
-                try:
-                    self.runs.launch(self._factory.new_run(fresh, self._definition(fresh)))
-                    log.info("resumed processor %s from its checkpoint", fresh.name)
-                except (EngineUnavailable, ResourceConflict) as error:
-                    # Spark is down, or another service runs this checkpoint: not the
-                    # processor's fault; it stays STARTED and resumes on a later start.
-                    log.error("cannot resume processor %s: %s", fresh.name, error.detail)
-                except SluiceError as error:
-                    self._save(self._failed(fresh, "resume_failed", error.detail, fresh.stats))
+            with self._guard:
+                self._resuming.add(record.id)
+            try:
+                self._resume(record)
+            finally:
+                with self._guard:
+                    self._resuming.discard(record.id)
+
+    def _resume(self, record: ProcessorRecord) -> None:
+        with self._lock_for(record.id):
+            fresh = self._stores.processors.get_by_id(record.id)
+            if fresh is None or fresh.state is not State.STARTED or self.runs.get(fresh.id):
+                return
+            try:
+                run = self._factory.new_run(fresh, self._definition(fresh))
+                run.recovering = REPLAYING
+                self.runs.launch(run)
+                log.info("resumed processor %s from its checkpoint", fresh.name)
+            except (EngineUnavailable, ResourceConflict) as error:
+                # Spark is down, or another service runs this checkpoint: not the
+                # processor's fault; it stays STARTED and resumes on a later start.
+                log.error("cannot resume processor %s: %s", fresh.name, error.detail)
+            except SluiceError as error:
+                self._save(self._failed(fresh, "resume_failed", error.detail, fresh.stats))
 
     def close(self) -> None:
         """Stop every query cleanly (processors stay STARTED) and the engine."""
@@ -197,6 +226,7 @@ class ProcessorManager:
             self.runs.halt(record.id)
             if not self._stores.processors.delete(record.name):
                 raise ProcessorNotFound(name)
+            self._stores.stats.delete(record.id)
             shutil.rmtree(self._factory.processor_dir(record), ignore_errors=True)
             self._factory.forget(record)
         with self._guard:
@@ -250,7 +280,8 @@ class ProcessorManager:
         run = self.runs.get(record.id)
         if run is not None:
             return run.stats
-        return LiveStats(record.stats, generation=record.generation)
+        ledger = self._stores.stats.get(record.id)
+        return LiveStats(record.stats, generation=record.generation, ledger=ledger)
 
     def stats(
         self, record: ProcessorRecord, *, verbose: bool = False, scale: int = 1
@@ -264,10 +295,7 @@ class ProcessorManager:
             except PipelineInvalid:
                 operators = []
         run = self.runs.get(record.id)
-        status = STATUS[record.state]
-        if record.state is State.STARTED and (run is None or run.handle is None):
-            # Between a failure and its retry; or not (yet) resumed after a service start.
-            status = "error" if run is not None else "starting"
+        status, detail = self._status(record, run)
         stats = self.live_stats(record).public(
             name=record.name,
             processor_id=record.id,
@@ -277,9 +305,38 @@ class ProcessorManager:
             operators=operators,
             verbose=verbose,
         )
-        if verbose and run is not None and run.last_error:
-            stats["lastError"] = run.last_error
+        if detail is not None:
+            stats["statusDetail"] = detail
+        if run is not None:
+            stats["retries"] = run.retries
+            stats["lastError"] = run.last_error.public() if run.last_error else None
+        else:
+            error = record.error
+            stats["retries"] = (error.retries or 0) if error else 0
+            stats["lastError"] = _error_public(error) if error else None
         return stats
+
+    def _status(self, record: ProcessorRecord, run: Run | None) -> tuple[str, str | None]:
+        """`stats.status` and, while recovering, what the processor is doing."""
+        if record.state is not State.STARTED:
+            return STATUS[record.state], None
+        if run is None:
+            with self._guard:
+                resuming = record.id in self._resuming
+            if not resuming:
+                return "starting", None  # not resumed in this service (yet)
+            if self.engine.state != "ready":
+                return "recovering", "starting Spark"
+            return "recovering", "resuming from checkpoint"
+        if run.handle is None:
+            wait = max(0.0, (run.retry_at or time.monotonic()) - time.monotonic())
+            attempts = self._settings.restart_attempts
+            return "recovering", (
+                f"restarting after an error in {wait:.1f} s (retry {run.failures} of {attempts})"
+            )
+        if run.recovering is not None:
+            return "recovering", run.recovering
+        return STATUS[record.state], None
 
     def sample(
         self, name: str, *, limit: int, after: str | None
@@ -373,13 +430,20 @@ class ProcessorManager:
         )
 
     def _failed(
-        self, record: ProcessorRecord, code: str, message: str, stats: Mapping[str, Any]
+        self,
+        record: ProcessorRecord,
+        code: str,
+        message: str,
+        stats: Mapping[str, Any],
+        *,
+        retries: int | None = None,
     ) -> ProcessorRecord:
+        now = utc_now()
         return record.evolve(
             state=State.FAILED,
-            error={"code": code, "message": message},
+            error={"code": code, "message": message, "time": now, "retries": retries},
             stats=dict(stats),
-            last_state_change=utc_now(),
+            last_state_change=now,
         )
 
     def _mark_failed(self, run: Run, code: str, message: str) -> None:
@@ -387,7 +451,23 @@ class ProcessorManager:
             record = self._stores.processors.get_by_id(run.processor_id)
             if record is None or record.state is not State.STARTED:
                 return
-            self._save(self._failed(record, code, message, run.stats.to_record()))
+            self._save(
+                self._failed(record, code, message, run.stats.to_record(), retries=run.retries)
+            )
+
+    def _report_error(self, run: Run) -> None:
+        """Record a run's last failure on its STARTED processor as it happens (supervisor)."""
+        error = run.last_error
+        if error is None:
+            return
+        with self._lock_for(run.processor_id):
+            record = self._stores.processors.get_by_id(run.processor_id)
+            if record is None or record.state is not State.STARTED:
+                return
+            stored = ProcessorError(
+                code=error.code, message=error.message, time=error.time, retries=run.retries
+            )
+            self._save(record.evolve(error=stored.model_dump()))
 
     def _persist_stats(self, run: Run, *, wait: bool = False) -> None:
         lock = self._lock_for(run.processor_id)
@@ -413,3 +493,12 @@ class ProcessorManager:
 
     def _started_records(self) -> builtins.list[ProcessorRecord]:
         return [r for r in self._all_records() if r.state is State.STARTED]
+
+
+def _error_public(error: ProcessorError) -> dict[str, Any]:
+    """A stored error as `stats.lastError` shows it."""
+    return {
+        "code": error.code,
+        "message": error.message,
+        "time": error.time.isoformat() if error.time else None,
+    }

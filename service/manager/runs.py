@@ -4,8 +4,15 @@ A `Run` holds the processor's query handle, its live stats and its checkpoint lo
 supervisor thread notices a query that terminated with an error and restarts it from its
 checkpoint with exponential backoff (`restart_backoff_seconds`, doubling); after
 `restart_attempts` consecutive failures the processor becomes `FAILED` with the error
-message, as Atlas does after its own retries. A batch completed after a restart resets the
-count. The supervisor also persists live stats every `stats_flush_seconds`.
+message, as Atlas does after its own retries. A micro-batch completed after a restart resets
+the count (an idle report does not: a query that fails on every batch must not look healthy
+between its batches). The supervisor also persists live stats every `stats_flush_seconds`.
+
+Every failure is reported as it happens, not only the last one: the run keeps the last error
+(code, message, time) and how many restarts it has scheduled (`retries`), and the manager
+records them on the processor (`error`) and in its stats. A run restarted after a failure or
+resumed at service start is `recovering` (what it is doing in `recovering`) until its query
+reports its first micro-batch or reports itself idle (nothing to replay).
 
 Failures never raise into API requests: they are recorded on the processor.
 """
@@ -19,12 +26,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pipeline_stages._base import PipelineInvalid
 from service.config.settings import Settings
 from service.errors import EngineUnavailable, ResourceConflict
-from service.manager.stats import LiveStats
+from service.manager.stats import LiveStats, utc_now
 from service.manager.validate import rejected_by_compiler
 from service.runtime.engine import Engine, QueryHandle, RunRequest
 from service.runtime.locks import CheckpointBusy, CheckpointLock
@@ -34,11 +42,36 @@ log = logging.getLogger("sluice.service")
 
 TICK_SECONDS = 0.25
 MAX_ERROR_CHARS = 1000
+#: `Run.recovering` of a query replaying its checkpoint (what Spark does first on a start).
+REPLAYING = "replaying from checkpoint"
+#: The error code of a query that failed or could not be launched.
+SPARK_FAILURE = "spark_failure"
+
+
+@dataclass(frozen=True)
+class RunError:
+    """A failure of a run: what, when, and how many restarts had been scheduled before it."""
+
+    code: str
+    message: str
+    time: datetime
+
+    def public(self) -> dict[str, Any]:
+        """`{code, message, time}` (time in ISO 8601, UTC)."""
+        return {"code": self.code, "message": self.message, "time": self.time.isoformat()}
 
 
 @dataclass(eq=False)
 class Run:
-    """One started processor (see the module docstring)."""
+    """One started processor (see the module docstring).
+
+    Attributes:
+        failures: Consecutive failures (reset by a completed micro-batch).
+        retries: Restarts scheduled since the processor started (never reset).
+        retry_at: When the next restart is due (monotonic clock), between failure and restart.
+        last_error: The last failure.
+        recovering: What the run is doing while it recovers (None once it has caught up).
+    """
 
     processor_id: str
     name: str
@@ -48,8 +81,10 @@ class Run:
     request: RunRequest
     handle: QueryHandle | None = None
     failures: int = 0
+    retries: int = 0
     retry_at: float | None = None
-    last_error: str | None = None
+    last_error: RunError | None = None
+    recovering: str | None = None
 
 
 _PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$")
@@ -82,12 +117,14 @@ class RunTable:
         lock_for: Callable[[str], threading.RLock],
         mark_failed: Callable[[Run, str, str], None],
         persist_stats: Callable[[Run], None],
+        report_error: Callable[[Run], None],
     ) -> None:
         self._engine = engine
         self._settings = settings
         self._lock_for = lock_for
         self._mark_failed = mark_failed
         self._persist_stats = persist_stats
+        self._report_error = report_error
         self._runs: dict[str, Run] = {}
         self._by_query: dict[str, Run] = {}
         self._guard = threading.Lock()
@@ -116,7 +153,8 @@ class RunTable:
         `EngineUnavailable`; a checkpoint held by another driver raises `ResourceConflict`;
         local storage that executors of a cluster master cannot reach raises
         `StorageNotShared` (before Spark fails on it later with a less useful message).
-        Any other failure is a Spark failure: the run is kept and retried with backoff.
+        Any other failure is a Spark failure: the run is kept and retried with backoff. A run
+        with `recovering` set (resumed at service start) stays recovering until it catches up.
         """
         compile_request = run.request.compile
         check_shared_storage(
@@ -189,10 +227,17 @@ class RunTable:
     # ------------------------------------------------------------------ progress
 
     def on_progress(self, query_id: str, progress: dict[str, Any]) -> None:
-        """Feed a finished micro-batch into the run's stats (listener thread)."""
+        """Feed a finished micro-batch into the run's stats (listener thread).
+
+        An idle report (`{"idle": true}`: the query has nothing to do) ends a recovery but
+        counts nothing and does not reset the failure count.
+        """
         with self._guard:
             run = self._by_query.get(query_id)
         if run is None:
+            return
+        run.recovering = None
+        if progress.get("idle"):
             return
         run.stats.record_progress(progress)
         run.failures = 0
@@ -258,6 +303,10 @@ class RunTable:
 
     def _relaunch(self, run: Run) -> None:
         log.info("restarting processor %s from its checkpoint (attempt %d)", run.name, run.failures)
+        run.recovering = (
+            f"{REPLAYING} after an error (retry {run.failures} of "
+            f"{self._settings.restart_attempts})"
+        )
         try:
             handle = self._engine.launch(run.request)
         except PipelineInvalid as error:
@@ -268,14 +317,20 @@ class RunTable:
             return
         self._attach(run, handle)
 
-    def _on_failure(self, run: Run, message: str) -> None:
+    def _on_failure(self, run: Run, message: str, code: str = SPARK_FAILURE) -> None:
         run.failures += 1
-        run.last_error = message
+        run.last_error = RunError(code, message, utc_now())
         if run.failures > self._settings.restart_attempts:
-            self._give_up(run, "spark_failure", message)
+            self._give_up(run, code, message)
             return
         delay = self._settings.restart_backoff_seconds * 2 ** (run.failures - 1)
         run.retry_at = time.monotonic() + delay
+        run.retries += 1
+        run.recovering = None
+        try:
+            self._report_error(run)
+        except Exception:  # noqa: BLE001 - reporting must not stop the retry
+            log.exception("recording the error of processor %s", run.name)
         log.warning(
             "processor %s failed (%d/%d), retrying in %.1f s: %s",
             run.name,
@@ -286,6 +341,9 @@ class RunTable:
         )
 
     def _give_up(self, run: Run, code: str, message: str) -> None:
+        last = run.last_error
+        if last is None or (last.code, last.message) != (code, message):
+            run.last_error = RunError(code, message, utc_now())
         with self._guard:
             self._runs.pop(run.processor_id, None)
         run.lock.release()

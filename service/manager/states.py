@@ -69,7 +69,9 @@ def next_state(processor: str, current: State, action: Action) -> State:
     return target
 
 
-#: `stats.status` per state (Atlas's `created | running | error | stopping` vocabulary).
+#: `stats.status` per state (Atlas's `created | running | error | stopping` vocabulary). A
+#: `STARTED` processor that is not running yet says `starting`, or `recovering` while it is
+#: resumed or restarted (`ProcessorManager._status`).
 STATUS: Mapping[State, str] = {
     State.CREATED: "created",
     State.STARTED: "running",

@@ -1,47 +1,77 @@
 """Processor stats (Atlas §7.5), fed by the batch writer and the query listener.
 
-Counts are cumulative over the processor's life and persisted with it (`ProcessorRecord.stats`),
-so they survive stop/start, service restarts and `resumeFromCheckpoint: false` (Atlas keeps
-"only the summary stats" then). Spark replays the last micro-batch after a crash; each batch
-id is counted once per checkpoint generation (the `_cursor` entry), so a replay is not
-counted twice.
+Counts are cumulative over the processor's life and survive stop/start, service restarts,
+`kill -9` and `resumeFromCheckpoint: false` (Atlas keeps "only the summary stats" then). They
+are recorded with the micro-batch they count, before Spark commits it, in the stores' stats
+ledger (`service.stores.stats_ledger`), keyed by checkpoint generation and batch id: a batch
+Spark replays after a crash replaces its own counts instead of adding them again, and a
+committed batch's counts are never lost with the process.
 
 Where the numbers come from:
 
-* `inputMessageCount` / `inputMessageSize`: the source's observed metrics (records and bytes
-  read, DLQ'd ones included), else `numInputRows`;
+* `inputMessageCount` / `inputMessageSize`: the source's records and bytes read (DLQ'd ones
+  included), which the Spark engine reads from the batch's observed metrics inside the batch
+  and hands to the writer with it (`BatchResult.input`); an engine that does not
+  (`Engine.batch_input_metrics` false) has them counted from Spark's progress reports instead;
 * `outputMessageCount` / `outputMessageSize`, `dlqMessageCount` / `dlqMessageSize`: the
   documents and DLQ records the writer received (JSON text bytes);
 * `stateSize`, `watermark`: the window operator's stats rows, else Spark's state operators and
-  event-time watermark.
+  event-time watermark. These are gauges, not counts: they are persisted with the processor
+  record every `stats_flush_seconds` and on stop.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_stages.source import INPUT_METRICS
-
-COUNTERS = (
-    "inputMessageCount",
-    "inputMessageSize",
-    "outputMessageCount",
-    "outputMessageSize",
-    "dlqMessageCount",
-    "dlqMessageSize",
+from service.stores.stats_ledger import (
+    COUNTERS,
+    LANE_BATCHES,
+    LANE_PROGRESS,
+    OPERATOR_DLQ,
+    StatsLedger,
 )
+
+__all__ = ["COUNTERS", "LiveStats", "Recorder", "utc_now"]
+
+#: Persists one batch's counts: `(lane, generation, batch id, counts, seed) -> stored ledger`.
+Recorder = Callable[[str, int, int, Mapping[str, Any], Mapping[str, Any] | None], StatsLedger]
 
 
 class LiveStats:
-    """Thread-safe stats of one processor (see the module docstring)."""
+    """Thread-safe stats of one processor (see the module docstring).
 
-    def __init__(self, stored: Mapping[str, Any] | None = None, *, generation: int = 1) -> None:
+    Args:
+        stored: The processor record's persisted `stats` (gauges; counters of versions before
+            the ledger, which seed it).
+        generation: The checkpoint generation batches are recorded under.
+        ledger: The processor's stats ledger, as stored (None before its first batch).
+        recorder: Persists each batch's counts (None: kept in memory only, e.g. `sluice
+            process` and tests).
+        input_from_progress: Count input from progress reports (the engine does not hand it
+            over with the batch).
+    """
+
+    def __init__(
+        self,
+        stored: Mapping[str, Any] | None = None,
+        *,
+        generation: int = 1,
+        ledger: StatsLedger | None = None,
+        recorder: Recorder | None = None,
+        input_from_progress: bool = True,
+    ) -> None:
         stored = dict(stored or {})
         self._lock = threading.Lock()
-        self.totals = {name: int(stored.get(name, 0) or 0) for name in COUNTERS}
+        #: The persisted stats seed a processor's first ledger (counts of earlier versions).
+        self._seed: dict[str, Any] | None = stored if ledger is None else None
+        self._ledger = ledger if ledger is not None else StatsLedger.seeded(stored)
+        self._recorder = recorder
+        self.input_from_progress = input_from_progress
         self.state_size = int(stored.get("stateSize", 0) or 0)
         watermark = stored.get("watermark")
         # The store decodes a persisted `{"$date": ...}` into a datetime; stats show (and the
@@ -53,26 +83,28 @@ class LiveStats:
                 .replace("+00:00", "Z")
             }
         self.watermark: dict[str, str] | None = watermark
-        self.operator_dlq: dict[str, list[int]] = {
-            name: [int(v[0]), int(v[1])] for name, v in dict(stored.get("_operatorDlq", {})).items()
-        }
-        cursor = dict(stored.get("_cursor", {}))
-        same = cursor.get("generation") == generation
         self.generation = generation
-        self.input_batch = int(cursor.get("inputBatch", -1)) if same else -1
-        self.output_batch = int(cursor.get("outputBatch", -1)) if same else -1
         self.last_batch: dict[str, Any] | None = stored.get("_lastBatch")
+        #: The last progress report's batch id in this process (gauges are taken once each).
+        self._progress_batch: tuple[int, int] = (generation, -1)
         self._state_by_bucket: dict[int, int] = {}
         self._watermark_by_bucket: dict[int, str] = {}
         self.dirty = False
 
     # ------------------------------------------------------------------ recording
 
+    @property
+    def totals(self) -> dict[str, int]:
+        """The counters (every batch recorded)."""
+        with self._lock:
+            current = self._ledger.current()
+        return {name: int(current[name]) for name in COUNTERS}
+
     def new_generation(self, generation: int) -> None:
         """A fresh checkpoint: batch ids start again at 0."""
         with self._lock:
             self.generation = generation
-            self.input_batch = self.output_batch = -1
+            self._progress_batch = (generation, -1)
             self._state_by_bucket.clear()
             self._watermark_by_bucket.clear()
             self.dirty = True
@@ -84,24 +116,48 @@ class LiveStats:
         output_sizes: Iterable[int],
         dlq_records: Iterable[tuple[str, int]],
         window_stats: Iterable[Mapping[str, Any]],
+        input_metrics: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Count one written micro-batch; False (nothing counted) for a replayed batch id."""
+        """Count one written micro-batch, persisting its counts before returning; False for a
+        replayed batch id (its counts replace the first attempt's) or an older one."""
+        sizes = list(output_sizes)
+        part: dict[str, Any] = {
+            "outputMessageCount": len(sizes),
+            "outputMessageSize": sum(sizes),
+            "dlqMessageCount": 0,
+            "dlqMessageSize": 0,
+        }
+        operators: dict[str, list[int]] = {}
+        for operator, size in dlq_records:
+            part["dlqMessageCount"] += 1
+            part["dlqMessageSize"] += size
+            entry = operators.setdefault(operator, [0, 0])
+            entry[0] += 1
+            entry[1] += size
+        part[OPERATOR_DLQ] = operators
+        if input_metrics is not None and not self.input_from_progress:
+            part["inputMessageCount"] = int(input_metrics.get("count", 0) or 0)
+            part["inputMessageSize"] = int(input_metrics.get("bytes", 0) or 0)
+        counted = self._record(LANE_BATCHES, batch_id, part)
         with self._lock:
-            if batch_id <= self.output_batch:
-                return False
-            self.output_batch = batch_id
-            sizes = list(output_sizes)
-            self.totals["outputMessageCount"] += len(sizes)
-            self.totals["outputMessageSize"] += sum(sizes)
-            for operator, size in dlq_records:
-                self.totals["dlqMessageCount"] += 1
-                self.totals["dlqMessageSize"] += size
-                entry = self.operator_dlq.setdefault(operator, [0, 0])
-                entry[0] += 1
-                entry[1] += size
             self._window_stats(window_stats)
             self.dirty = True
-            return True
+        return counted
+
+    def _record(self, lane: str, batch_id: int, part: Mapping[str, Any]) -> bool:
+        with self._lock:
+            key = (self.generation, batch_id)
+            position = self._ledger.position(lane)
+            if position is not None and key < position:
+                return False
+            if self._recorder is not None:
+                ledger = self._recorder(lane, self.generation, batch_id, part, self._seed)
+            else:
+                ledger = self._ledger.record(lane, self.generation, batch_id, part) or self._ledger
+            self._ledger = ledger
+            self._seed = None
+            self.dirty = True
+            return position is None or key > position
 
     def _window_stats(self, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
@@ -116,60 +172,69 @@ class LiveStats:
             self.watermark = {"$date": max(self._watermark_by_bucket.values())}
 
     def record_progress(self, progress: Mapping[str, Any]) -> bool:
-        """Count one `StreamingQueryProgress`; False for a batch id already counted."""
+        """Take one `StreamingQueryProgress`: gauges and the last batch, and the input counts
+        when they come from progress reports. False for a batch already counted (or, when
+        input comes with the batches, already taken)."""
         batch_id = int(progress.get("batchId", -1))
-        with self._lock:
-            if batch_id <= self.input_batch:
-                return False
-            self.input_batch = batch_id
+        counted = False
+        if self.input_from_progress:
             observed = (progress.get("observedMetrics") or {}).get(INPUT_METRICS) or {}
             rows = observed.get("count", progress.get("numInputRows", 0))
-            self.totals["inputMessageCount"] += int(rows or 0)
-            self.totals["inputMessageSize"] += int(observed.get("bytes", 0) or 0)
-            if not self._state_by_bucket:
-                self.state_size = sum(
-                    int(op.get("memoryUsedBytes", 0) or 0)
-                    for op in progress.get("stateOperators") or []
-                )
-            spark_watermark = (progress.get("eventTime") or {}).get("watermark")
-            if (
-                not self._watermark_by_bucket
-                and spark_watermark
-                and not spark_watermark.startswith("1970-01-01T00:00:00")
-            ):
-                self.watermark = {"$date": spark_watermark}
-            self.last_batch = {
-                "batchId": batch_id,
-                "numInputRows": int(progress.get("numInputRows", 0) or 0),
-                "durationMs": int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
-                "processedRowsPerSecond": float(progress.get("processedRowsPerSecond", 0) or 0),
-                "timestamp": progress.get("timestamp"),
+            part = {
+                "inputMessageCount": int(rows or 0),
+                "inputMessageSize": int(observed.get("bytes", 0) or 0),
             }
-            self.dirty = True
-            return True
+            counted = self._record(LANE_PROGRESS, batch_id, part)
+        with self._lock:
+            key = (self.generation, batch_id)
+            newer = key > self._progress_batch
+            if newer:
+                self._progress_batch = key
+                self._progress_gauges(batch_id, progress)
+        return counted if self.input_from_progress else newer
+
+    def _progress_gauges(self, batch_id: int, progress: Mapping[str, Any]) -> None:
+        if not self._state_by_bucket:
+            self.state_size = sum(
+                int(op.get("memoryUsedBytes", 0) or 0)
+                for op in progress.get("stateOperators") or []
+            )
+        spark_watermark = (progress.get("eventTime") or {}).get("watermark")
+        if (
+            not self._watermark_by_bucket
+            and spark_watermark
+            and not spark_watermark.startswith("1970-01-01T00:00:00")
+        ):
+            self.watermark = {"$date": spark_watermark}
+        self.last_batch = {
+            "batchId": batch_id,
+            "numInputRows": int(progress.get("numInputRows", 0) or 0),
+            "durationMs": int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+            "processedRowsPerSecond": float(progress.get("processedRowsPerSecond", 0) or 0),
+            "timestamp": progress.get("timestamp"),
+        }
+        self.dirty = True
 
     # ------------------------------------------------------------------ reading
 
     def to_record(self) -> dict[str, Any]:
-        """The persisted form (public fields plus `_cursor`, `_operatorDlq`, `_lastBatch`)."""
+        """The processor record's `stats`: gauges and the last batch, with a copy of the
+        counters (the ledger is their source of truth) and `_operatorDlq`."""
         with self._lock:
             self.dirty = False
-            record: dict[str, Any] = dict(self.totals)
+            current = self._ledger.current()
+            record: dict[str, Any] = {name: current[name] for name in COUNTERS}
             record["stateSize"] = self.state_size
             record["watermark"] = self.watermark
-            record["_operatorDlq"] = {k: list(v) for k, v in self.operator_dlq.items()}
-            record["_cursor"] = {
-                "generation": self.generation,
-                "inputBatch": self.input_batch,
-                "outputBatch": self.output_batch,
-            }
+            record["_operatorDlq"] = {k: list(v) for k, v in current[OPERATOR_DLQ].items()}
             record["_lastBatch"] = self.last_batch
             return record
 
     def snapshot(self) -> dict[str, Any]:
         """Counters, state size, watermark and the last batch (does not clear `dirty`)."""
         with self._lock:
-            out: dict[str, Any] = dict(self.totals)
+            current = self._ledger.current()
+            out: dict[str, Any] = {name: current[name] for name in COUNTERS}
             out["stateSize"] = self.state_size
             out["watermark"] = self.watermark
             out["_lastBatch"] = self.last_batch
@@ -188,6 +253,7 @@ class LiveStats:
     ) -> dict[str, Any]:
         """Atlas's `stats` object; `verbose` adds `operatorStats` and Spark's last batch."""
         with self._lock:
+            current = self._ledger.current()
             out: dict[str, Any] = {
                 "name": name,
                 "processorId": processor_id,
@@ -195,29 +261,32 @@ class LiveStats:
                 "scaleFactor": scale,
             }
             for counter in COUNTERS:
-                value = self.totals[counter]
+                value = current[counter]
                 out[counter] = value / scale if counter.endswith("Size") and scale != 1 else value
             out["stateSize"] = self.state_size / scale if scale != 1 else self.state_size
             out["watermark"] = self.watermark
             out["lastStateChange"] = last_state_change.astimezone(UTC).isoformat()
             if verbose:
-                out["operatorStats"] = self._operators(operators, scale)
+                out["operatorStats"] = self._operators(current, operators, scale)
                 out["lastBatch"] = self.last_batch
             return out
 
-    def _operators(self, operators: Iterable[str], scale: int) -> list[dict[str, Any]]:
-        names = list(dict.fromkeys([*operators, *self.operator_dlq]))
+    def _operators(
+        self, current: Mapping[str, Any], operators: Iterable[str], scale: int
+    ) -> list[dict[str, Any]]:
+        operator_dlq = current[OPERATOR_DLQ]
+        names = list(dict.fromkeys([*operators, *operator_dlq]))
         stats = []
         for name in names:
-            count, size = self.operator_dlq.get(name, [0, 0])
+            count, size = operator_dlq.get(name, [0, 0])
             entry: dict[str, Any] = {
                 "name": name,
                 "dlqMessageCount": count,
                 "dlqMessageSize": size / scale if scale != 1 else size,
             }
             if name == "SourceOperator":
-                entry["inputMessageCount"] = self.totals["inputMessageCount"]
-                entry["inputMessageSize"] = self.totals["inputMessageSize"]
+                entry["inputMessageCount"] = current["inputMessageCount"]
+                entry["inputMessageSize"] = current["inputMessageSize"]
             stats.append(entry)
         return stats
 

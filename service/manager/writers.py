@@ -258,4 +258,5 @@ class ProcessorWriter:
                 for record, text in zip(batch.dlq, dlq_texts, strict=True)
             ],
             window_stats=batch.stats,
+            input_metrics=batch.input,
         )

@@ -81,6 +81,12 @@ class Engine(Protocol):
         """`stopped`, `starting`, `ready` or `failed`."""
         ...
 
+    @property
+    def batch_input_metrics(self) -> bool:
+        """Whether the writer gets each batch's source input counts with the batch
+        (`BatchResult.input`); otherwise stats count input from progress reports."""
+        ...
+
     def start(self) -> None:
         """Begin starting in the background (idempotent)."""
         ...

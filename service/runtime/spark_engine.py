@@ -3,8 +3,11 @@
 The session starts in a background thread when the service starts (a JVM takes 15-40 s
 here), so the API answers at once; requests that need Spark wait for it, up to
 `engine_start_timeout_seconds`. A `StreamingQueryListener` forwards every query's progress
-to the manager (stats, metrics). Each query writes through `foreachBatch` into the run's
-`ProcessorWriter`, with its own checkpoint directory and a processing-time trigger.
+to the manager (stats, metrics), and its idle reports as `{"idle": true}` (a query resumed
+from its checkpoint with nothing to replay has caught up). Each query writes through
+`foreachBatch` into the run's `ProcessorWriter`, with its own checkpoint directory and a
+processing-time trigger, and hands the writer each batch's input counts with the batch
+(`pipeline_stages._engine.observed`), so the stats of a batch are persisted with it.
 
 On a cluster master the start also ships Sluice's packages to the executors and checks
 that they run the driver's Python minor version (`service.runtime.spark_code`). A failed check is
@@ -24,6 +27,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import Problem
+from pipeline_stages._engine.observed import InputMetrics
 from pipeline_stages._engine.session import start_query
 from pipeline_stages._windowing.batch.engine import ENGINE_CONF
 from pipeline_stages._windowing.spark.compile import conf_bucket_count
@@ -87,7 +91,11 @@ def _make_listener(callback: ProgressCallback) -> Any:
                 log.exception("progress listener failed")
 
         def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - PySpark's name
-            """Nothing to do."""
+            """Report that the query has nothing to do (never raise into the JVM)."""
+            try:
+                callback(str(event.id), {"idle": True, "timestamp": str(event.timestamp)})
+            except Exception:  # noqa: BLE001 - a listener must not break the bus
+                log.exception("idle listener failed")
 
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - PySpark's name
             """The supervisor polls queries; nothing to do here."""
@@ -114,6 +122,11 @@ class SparkEngine:
     def state(self) -> str:
         """`stopped`, `starting`, `ready` or `failed`."""
         return self._state
+
+    @property
+    def batch_input_metrics(self) -> bool:
+        """Each batch's input counts reach the writer with the batch (`InputMetrics`)."""
+        return True
 
     @property
     def error(self) -> str | None:
@@ -242,14 +255,16 @@ class SparkEngine:
         buckets = checkpoint_buckets(request.checkpoint_dir, conf_bucket_count(self.session()))
         compiled, _ = self._compile(request.compile, window_engine=engine, window_buckets=buckets)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        query_name = f"sluice_{request.processor_id}"
         sink = compiled.foreach_batch(
             request.writer,
             processor=request.compile.name,
             # The batch window engine's state: the driver's, so always local.
             state_dir=str(request.checkpoint_dir / WINDOW_STATE_DIR),
+            input_counts=InputMetrics(self.session(), query_name),
         )
         writer = (
-            compiled.envelopes.writeStream.queryName(f"sluice_{request.processor_id}")
+            compiled.envelopes.writeStream.queryName(query_name)
             .foreachBatch(sink)
             .option("checkpointLocation", self.checkpoint_location(request))
             .trigger(processingTime=self._settings.trigger_interval)

@@ -132,10 +132,14 @@ class StartRequest(_Body):
 
 
 class ProcessorErrorOut(BaseModel):
-    """Why a processor failed."""
+    """A processor's last failure (set while it retries, and once it has failed)."""
 
     code: str
     message: str
+    time: datetime | None = Field(default=None, description="When the failure happened.")
+    retries: int | None = Field(
+        default=None, description="Restarts of the query scheduled so far (STARTED) or made."
+    )
 
 
 class OperatorStats(BaseModel):
@@ -159,7 +163,20 @@ class ProcessorStats(BaseModel):
 
     name: str
     processorId: str
-    status: str
+    status: str = Field(
+        description="created, running, recovering, starting, stopped or error. `recovering`: "
+        "the query is being resumed or restarted (see `statusDetail`)."
+    )
+    statusDetail: str | None = Field(
+        default=None,
+        exclude_if=_omit_none,
+        description='What a recovering processor is doing, e.g. "starting Spark", '
+        '"replaying from checkpoint".',
+    )
+    retries: int = Field(default=0, description="Restarts of the query since it was started.")
+    lastError: ProcessorErrorOut | None = Field(
+        default=None, description="The last failure (code, message, time), even if recovered."
+    )
     scaleFactor: int = 1
     inputMessageCount: int = 0
     inputMessageSize: int | float = 0

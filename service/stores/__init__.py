@@ -19,6 +19,7 @@ from .base import (
     ProcessorRecord,
     ProcessorState,
     ProcessorStore,
+    StatsStore,
     new_record_id,
 )
 from .codec import to_relaxed_ejson
@@ -32,6 +33,8 @@ from .errors import (
     StoreError,
 )
 from .factory import ClusterTarget, Stores, default_store_url, open_stores
+from .secrets import SecretBox, SecretKeyError
+from .stats_ledger import StatsLedger
 
 __all__ = [
     "AlreadyExists",
@@ -52,8 +55,12 @@ __all__ = [
     "ProcessorRecord",
     "ProcessorState",
     "ProcessorStore",
+    "SecretBox",
+    "SecretKeyError",
     "Spool",
     "SpoolError",
+    "StatsLedger",
+    "StatsStore",
     "StoreError",
     "Stores",
     "default_store_url",

@@ -26,6 +26,7 @@ from pipeline_stages._connectors.ports import (
 
 from .codec import normalize_document, normalize_filter, utc_ms
 from .redact import redact
+from .stats_ledger import StatsLedger
 
 #: Names usable as directory names (the HTTP-ingest spool) and in URLs.
 CONNECTION_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -70,10 +71,17 @@ class _Record(BaseModel):
 
 
 class ProcessorError(_Record):
-    """Why a processor failed: ``{code, message}``."""
+    """A processor's last failure: ``{code, message, time, retries}``.
+
+    Set when the processor becomes ``FAILED``, and while a ``STARTED`` processor's query is
+    being restarted after failures (``retries``: restarts scheduled so far), so a processor in
+    a restart loop shows its error as it happens. Cleared by start and stop.
+    """
 
     code: str
     message: str
+    time: UtcMs | None = None
+    retries: Annotated[int, Field(ge=0)] | None = None
 
 
 class ProcessorRecord(_Record):
@@ -234,6 +242,36 @@ class ConnectionStore(Protocol):
 
     def list(self, *, offset: int = 0, limit: int = 100) -> tuple[list[ConnectionRecord], int]:
         """A page ordered by name and the total count."""
+        ...
+
+
+class StatsStore(Protocol):
+    """Per-processor counts recorded per micro-batch, idempotent per batch id
+    (:mod:`.stats_ledger`)."""
+
+    def get(self, processor_id: str) -> StatsLedger | None:
+        """The processor's ledger, or None before its first recorded batch."""
+        ...
+
+    def record(
+        self,
+        processor_id: str,
+        lane: str,
+        generation: int,
+        batch_id: int,
+        part: Mapping[str, Any],
+        *,
+        seed: Mapping[str, Any] | None = None,
+    ) -> StatsLedger:
+        """Record one batch's counts in a lane and return the stored ledger.
+
+        A replayed batch id replaces its earlier counts, an older one changes nothing.
+        ``seed`` (a persisted stats document) starts a processor's first ledger.
+        """
+        ...
+
+    def delete(self, processor_id: str) -> bool:
+        """Forget a processor's ledger; False if there was none."""
         ...
 
 

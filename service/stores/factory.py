@@ -13,10 +13,13 @@ from typing import Any, Protocol
 
 from pymongo import MongoClient
 
-from .base import ConnectionStore, DlqStore, DocumentStore, ProcessorStore
+from service.config.settings import default_data_dir
+
+from .base import ConnectionStore, DlqStore, DocumentStore, ProcessorStore, StatsStore
 from .mongo import MongoDlqStore, MongoStores
 from .mongo_documents import MongoDocumentStore
 from .rules import check_namespace
+from .secrets import SecretBox
 from .sqlite import SqliteStores
 
 _SQLITE_PREFIX = "sqlite:///"
@@ -41,6 +44,11 @@ class Stores(Protocol):
         """Collections of the embedded ``local`` connection (``$merge`` targets)."""
         ...
 
+    @property
+    def stats(self) -> StatsStore:
+        """Per-processor counts, recorded per micro-batch."""
+        ...
+
     def dlq(self, db: str, coll: str) -> DlqStore:
         """The DLQ collection ``db.coll`` on this backend."""
         ...
@@ -55,20 +63,30 @@ def default_store_url(data_dir: str | Path) -> str:
     return f"{_SQLITE_PREFIX}{Path(data_dir) / 'sluice.db'}"
 
 
-def open_stores(url: str | None = None, *, data_dir: str | Path = ".") -> Stores:
-    """Opens the stores named by ``url`` (default: SQLite under ``data_dir``).
+def open_stores(
+    url: str | None = None, *, data_dir: str | Path | None = None, secrets: SecretBox | None = None
+) -> Stores:
+    """Opens the stores named by ``url`` (default: SQLite under ``data_dir``, else ``.``).
+
+    Connection secrets are sealed with ``secrets``; by default with the key of ``data_dir``
+    (``SLUICE_SECRET_KEY``, else ``<data_dir>/secret.key``: :meth:`SecretBox.load`), or without
+    a data directory, beside the SQLite file or in the default data directory (MongoDB).
 
     Raises:
         ValueError: On a URL that is neither ``sqlite:///`` nor ``mongodb[+srv]://``.
+        SecretKeyError: (a ``ValueError``) On a key that does not open the stored secrets.
     """
-    url = url or default_store_url(data_dir)
+    url = url or default_store_url(data_dir or ".")
+    key_dir = Path(data_dir).absolute() if data_dir is not None else None
     if url.startswith(_SQLITE_PREFIX):
         path = url[len(_SQLITE_PREFIX) :]
         if not path:
             raise ValueError("sqlite:/// URLs need a file path, e.g. sqlite:///data/sluice.db")
-        return SqliteStores(path)
+        box = secrets or SecretBox.load(data_dir=key_dir or Path(path).absolute().parent)
+        return SqliteStores(path, secrets=box)
     if url.startswith(_MONGO_PREFIXES):
-        return MongoStores.from_uri(url)
+        box = secrets or SecretBox.load(data_dir=key_dir or default_data_dir())
+        return MongoStores.from_uri(url, secrets=box)
     scheme = url.split(":", 1)[0]
     raise ValueError(f"unsupported store URL scheme {scheme!r}; use sqlite:/// or mongodb://")
 

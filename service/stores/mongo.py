@@ -6,7 +6,10 @@ Layout in the metadata database (the URI's default database, else ``sluice``):
   pipeline is kept as the user's JSON text (``pipeline_json``), ``options``/``stats``/``error``
   are sub-documents. Unique index on ``name``.
 * ``connections``: ``_id`` is the name; ``config`` is stored as relaxed-EJSON *text*
-  (``config_json``) because Kafka configs use dotted keys such as ``sasl.password``.
+  (``config_json``) because Kafka configs use dotted keys such as ``sasl.password``; its
+  secrets are sealed (:mod:`.secrets`), with a key that is not in the database.
+* ``processor_stats``: one document per processor, its stats ledger as JSON text
+  (``ledger_json``, :mod:`.stats_ledger`) and a version ``v`` for compare-and-set.
 
 DLQ documents go to the configured ``db.coll`` exactly in Atlas's shape (§6.2), ``_id`` being
 the writer's deterministic string id. The client must decode dates as aware datetimes
@@ -23,16 +26,23 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from service.config.settings import default_data_dir
+
 from .base import ConnectionRecord, DlqQuery, ProcessorRecord
 from .codec import from_storage_json, to_storage_json
 from .errors import AlreadyExists, Conflict, InvalidQuery, NotFound, StoreError
 from .mongo_bulk import BulkWriter, bulk_write_unordered
 from .mongo_documents import MongoDocumentStore, run_query
 from .rules import check_namespace, check_paging, check_purge_query, prepare_dlq_document
+from .secrets import SecretBox
+from .stats_ledger import StatsLedger
 
 DEFAULT_DATABASE = "sluice"
 _PROCESSORS = "processors"
 _CONNECTIONS = "connections"
+_STATS = "processor_stats"
+#: Compare-and-set attempts of a stats record before giving up (one writer per processor).
+_STATS_ATTEMPTS = 20
 
 
 class MongoProcessorStore:
@@ -97,10 +107,24 @@ class MongoProcessorStore:
 
 
 class MongoConnectionStore:
-    """:class:`~service.stores.base.ConnectionStore` on a MongoDB collection."""
+    """:class:`~service.stores.base.ConnectionStore` on a MongoDB collection; secrets sealed.
 
-    def __init__(self, collection: Collection[Any]) -> None:
+    Opening the store seals documents an earlier version wrote in plain text (or with an older
+    key) and checks that every document opens with the key.
+    """
+
+    def __init__(self, collection: Collection[Any], secrets: SecretBox) -> None:
         self._coll = collection
+        self._secrets = secrets
+        for doc in self._coll.find({}, {"config_json": 1}):
+            config = from_storage_json(doc["config_json"])
+            secrets.open_config(config, name=str(doc["_id"]))  # refuses a wrong key now
+            if secrets.needs_sealing(config):
+                sealed = to_storage_json(secrets.seal_config(config))
+                self._coll.update_one(
+                    {"_id": doc["_id"], "config_json": doc["config_json"]},
+                    {"$set": {"config_json": sealed}},
+                )
 
     def create(self, record: ConnectionRecord) -> ConnectionRecord:
         """Stores a new connection. Raises AlreadyExists on a taken name."""
@@ -108,7 +132,7 @@ class MongoConnectionStore:
         doc = {
             "_id": record.name,
             "type": record.type.value,
-            "config_json": to_storage_json(record.config),
+            "config_json": to_storage_json(self._secrets.seal_config(record.config)),
             "created_at": record.created_at,
         }
         try:
@@ -122,7 +146,7 @@ class MongoConnectionStore:
     def get(self, name: str) -> ConnectionRecord | None:
         """The connection called ``name`` (secrets included), or None."""
         doc = self._coll.find_one({"_id": name})
-        return None if doc is None else _connection_from_doc(doc)
+        return None if doc is None else self._from_doc(doc)
 
     def delete(self, name: str) -> bool:
         """Deletes the connection; False if there was none."""
@@ -135,7 +159,70 @@ class MongoConnectionStore:
         if limit == 0:
             return [], total
         cursor = self._coll.find().sort("_id", ASCENDING).skip(offset).limit(limit)
-        return [_connection_from_doc(d) for d in cursor], total
+        return [self._from_doc(d) for d in cursor], total
+
+    def _from_doc(self, doc: dict[str, Any]) -> ConnectionRecord:
+        config = from_storage_json(doc["config_json"])
+        return ConnectionRecord(
+            name=doc["_id"],
+            type=doc["type"],
+            config=self._secrets.open_config(config, name=str(doc["_id"])),
+            created_at=doc["created_at"],
+        )
+
+
+class MongoStatsStore:
+    """:class:`~service.stores.base.StatsStore` on a MongoDB collection (compare-and-set on a
+    version field: read, record, replace if unchanged, else read again)."""
+
+    def __init__(self, collection: Collection[Any]) -> None:
+        self._coll = collection
+
+    def get(self, processor_id: str) -> StatsLedger | None:
+        """The processor's ledger, or None before its first batch."""
+        doc = self._coll.find_one({"_id": processor_id})
+        return None if doc is None else StatsLedger.from_json(doc["ledger_json"])
+
+    def record(
+        self,
+        processor_id: str,
+        lane: str,
+        generation: int,
+        batch_id: int,
+        part: Mapping[str, Any],
+        *,
+        seed: Mapping[str, Any] | None = None,
+    ) -> StatsLedger:
+        """Record one batch's counts (a replay replaces them) and return the stored ledger."""
+        for _ in range(_STATS_ATTEMPTS):
+            doc = self._coll.find_one({"_id": processor_id})
+            ledger = (
+                StatsLedger.seeded(seed)
+                if doc is None
+                else StatsLedger.from_json(doc["ledger_json"])
+            )
+            updated = ledger.record(lane, generation, batch_id, part)
+            if updated is None:
+                return ledger
+            if doc is None:
+                try:
+                    self._coll.insert_one(
+                        {"_id": processor_id, "ledger_json": updated.to_json(), "v": 1}
+                    )
+                except DuplicateKeyError:
+                    continue
+                return updated
+            result = self._coll.replace_one(
+                {"_id": processor_id, "v": doc["v"]},
+                {"ledger_json": updated.to_json(), "v": doc["v"] + 1},
+            )
+            if result.matched_count == 1:
+                return updated
+        raise Conflict(f"the stats of processor {processor_id} kept changing", path="/stats")
+
+    def delete(self, processor_id: str) -> bool:
+        """Forget a processor's ledger (the processor was dropped)."""
+        return self._coll.delete_one({"_id": processor_id}).deleted_count > 0
 
 
 class MongoDlqStore:
@@ -199,6 +286,8 @@ class MongoStores:
 
     Args:
         database: A pymongo-compatible ``Database`` whose client decodes aware datetimes.
+        secrets: Seals connection secrets; default: ``SLUICE_SECRET_KEY``, else the key file
+            of the default data directory (``~/.sluice/secret.key``; :meth:`SecretBox.load`).
         bulk_writer: See :mod:`.mongo_bulk` (mongomock needs the emulation).
         owns_client: Close the client in :meth:`close` (true when built from a URI).
     """
@@ -207,6 +296,7 @@ class MongoStores:
         self,
         database: Database[Any],
         *,
+        secrets: SecretBox | None = None,
         bulk_writer: BulkWriter = bulk_write_unordered,
         owns_client: bool = False,
     ) -> None:
@@ -215,9 +305,14 @@ class MongoStores:
                 "create the MongoClient with tz_aware=True: stores return aware datetimes"
             )
         self.database = database
+        if secrets is None:
+            secrets = SecretBox.load(data_dir=default_data_dir())
         self.processors = MongoProcessorStore(database[_PROCESSORS])
-        self.connections = MongoConnectionStore(database[_CONNECTIONS])
-        reserved = frozenset({(database.name, _PROCESSORS), (database.name, _CONNECTIONS)})
+        self.connections = MongoConnectionStore(database[_CONNECTIONS], secrets)
+        self.stats = MongoStatsStore(database[_STATS])
+        reserved = frozenset(
+            {(database.name, name) for name in (_PROCESSORS, _CONNECTIONS, _STATS)}
+        )
         self.documents = MongoDocumentStore(
             database.client, bulk_writer=bulk_writer, reserved=reserved
         )
@@ -226,10 +321,11 @@ class MongoStores:
         self._owns_client = owns_client
 
     @classmethod
-    def from_uri(cls, uri: str) -> MongoStores:
+    def from_uri(cls, uri: str, *, secrets: SecretBox | None = None) -> MongoStores:
         """Connects with ``tz_aware=True``; the URI's default database, else ``sluice``."""
         client: MongoClient[dict[str, Any]] = MongoClient(uri, tz_aware=True)
-        return cls(client.get_default_database(DEFAULT_DATABASE), owns_client=True)
+        database = client.get_default_database(DEFAULT_DATABASE)
+        return cls(database, secrets=secrets, owns_client=True)
 
     def dlq(self, db: str, coll: str) -> MongoDlqStore:
         """The DLQ collection ``db.coll`` (indexes are created on first use)."""
@@ -271,12 +367,3 @@ def _processor_doc(record: ProcessorRecord) -> dict[str, Any]:
 def _processor_from_doc(doc: dict[str, Any]) -> ProcessorRecord:
     fields = {k: v for k, v in doc.items() if k != "_id"}
     return ProcessorRecord(id=doc["_id"], **fields)
-
-
-def _connection_from_doc(doc: dict[str, Any]) -> ConnectionRecord:
-    return ConnectionRecord(
-        name=doc["_id"],
-        type=doc["type"],
-        config=from_storage_json(doc["config_json"]),
-        created_at=doc["created_at"],
-    )

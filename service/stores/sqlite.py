@@ -15,9 +15,11 @@ from .base import ConnectionRecord, ProcessorRecord
 from .codec import from_epoch_ms, from_storage_json, to_epoch_ms, to_storage_json
 from .errors import AlreadyExists, Conflict, NotFound
 from .rules import check_namespace, check_paging
+from .secrets import SecretBox
 from .sqlite_db import SqliteDatabase
 from .sqlite_dlq import SqliteDlqStore
 from .sqlite_documents import SqliteDocumentStore
+from .sqlite_stats import SqliteStatsStore
 
 _PROCESSOR_COLUMNS = (
     "id, name, pipeline_json, options, state, error, created_ms, last_state_change_ms, stats, "
@@ -106,10 +108,27 @@ class SqliteProcessorStore:
 
 
 class SqliteConnectionStore:
-    """:class:`~service.stores.base.ConnectionStore` on SQLite."""
+    """:class:`~service.stores.base.ConnectionStore` on SQLite; secrets sealed at rest.
 
-    def __init__(self, database: SqliteDatabase) -> None:
+    ``config`` is written with every secret sealed by ``secrets`` (:mod:`.secrets`) and read
+    back opened. Opening the store seals rows an earlier version wrote in plain text (or with
+    an older key), and checks that every row opens with the key, in one transaction.
+    """
+
+    def __init__(self, database: SqliteDatabase, secrets: SecretBox) -> None:
         self._db = database
+        self._secrets = secrets
+        self._seal_stored_rows()
+
+    def _seal_stored_rows(self) -> None:
+        with self._db.write() as conn:
+            rows = conn.execute("SELECT name, config FROM connections").fetchall()
+            for name, text in rows:
+                config = from_storage_json(text)
+                self._secrets.open_config(config, name=name)  # refuses a wrong key now
+                if self._secrets.needs_sealing(config):
+                    sealed = to_storage_json(self._secrets.seal_config(config))
+                    conn.execute("UPDATE connections SET config = ? WHERE name = ?", (sealed, name))
 
     def create(self, record: ConnectionRecord) -> ConnectionRecord:
         """Stores a new connection. Raises AlreadyExists on a taken name."""
@@ -121,7 +140,7 @@ class SqliteConnectionStore:
                     (
                         record.name,
                         record.type.value,
-                        to_storage_json(record.config),
+                        to_storage_json(self._secrets.seal_config(record.config)),
                         to_epoch_ms(record.created_at),
                     ),
                 )
@@ -139,7 +158,7 @@ class SqliteConnectionStore:
             )
             .fetchone()
         )
-        return None if row is None else _connection_from_row(row)
+        return None if row is None else self._from_row(row)
 
     def delete(self, name: str) -> bool:
         """Deletes the connection; False if there was none."""
@@ -156,23 +175,41 @@ class SqliteConnectionStore:
                 "LIMIT ? OFFSET ?",
                 (limit, offset),
             ).fetchall()
-        return [_connection_from_row(r) for r in rows], total
+        return [self._from_row(r) for r in rows], total
+
+    def _from_row(self, row: tuple[Any, ...]) -> ConnectionRecord:
+        config = self._secrets.open_config(from_storage_json(row[2]), name=row[0])
+        return ConnectionRecord(
+            name=row[0], type=row[1], config=config, created_at=from_epoch_ms(row[3])
+        )
 
 
 class SqliteStores:
     """Every store on one SQLite file.
 
+    Args:
+        path: The database file (created with mode 0600).
+        secrets: Seals connection secrets; default: the key of the file's directory
+            (``SLUICE_SECRET_KEY``, else ``secret.key`` beside the file: :meth:`SecretBox.load`).
+        busy_timeout_ms: How long a writer waits for another writer's lock.
+
     Attributes:
         processors: The processor store.
         connections: The connection registry.
         documents: Collections of the embedded ``local`` connection (``$merge`` targets).
+        stats: Per-processor counts, persisted per micro-batch.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self, path: str | Path, *, secrets: SecretBox | None = None, busy_timeout_ms: int = 30_000
+    ) -> None:
         self.database = SqliteDatabase(path, busy_timeout_ms=busy_timeout_ms)
+        if secrets is None:
+            secrets = SecretBox.load(data_dir=Path(path).absolute().parent)
         self.processors = SqliteProcessorStore(self.database)
-        self.connections = SqliteConnectionStore(self.database)
+        self.connections = SqliteConnectionStore(self.database, secrets)
         self.documents = SqliteDocumentStore(self.database)
+        self.stats = SqliteStatsStore(self.database)
 
     def dlq(self, db: str, coll: str) -> SqliteDlqStore:
         """The DLQ collection ``db.coll`` (SQLite keeps it apart from ``documents``)."""
@@ -213,10 +250,4 @@ def _processor_from_row(row: tuple[Any, ...]) -> ProcessorRecord:
         stats=from_storage_json(row[8]),
         generation=row[9],
         version=row[10],
-    )
-
-
-def _connection_from_row(row: tuple[Any, ...]) -> ConnectionRecord:
-    return ConnectionRecord(
-        name=row[0], type=row[1], config=from_storage_json(row[2]), created_at=from_epoch_ms(row[3])
     )

@@ -9,6 +9,10 @@ Safe for several threads and several processes on one host (the Spark driver and
 * ``BEGIN IMMEDIATE`` for writes, so a read-then-write transaction takes the write lock up
   front and cannot fail half-way with ``SQLITE_BUSY`` on lock upgrade.
 
+The file is created with mode 0600 before SQLite opens it (SQLite gives its ``-wal`` and
+``-shm`` files the database file's mode), and files an earlier version left readable by others
+are narrowed to 0600 when the database opens.
+
 Not for network file systems: SQLite's locking is unreliable there.
 """
 
@@ -20,6 +24,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from service.config.private_files import ensure_private_file, readable_by_others
 
 SCHEMA_VERSION = 1
 
@@ -76,7 +82,13 @@ _SCHEMA = (
         seq INTEGER NOT NULL,
         PRIMARY KEY (ns_db, ns_coll, name, key))""",
     "CREATE INDEX IF NOT EXISTS index_entries_seq ON index_entries (seq)",
+    """CREATE TABLE IF NOT EXISTS processor_stats (
+        processor_id TEXT PRIMARY KEY,
+        ledger TEXT NOT NULL)""",
 )
+
+#: SQLite's companion files of a WAL database (created with the database file's mode).
+_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 class SqliteDatabase:
@@ -89,7 +101,8 @@ class SqliteDatabase:
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 30_000) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_private_file(self.path)
+        self._narrow_companions()
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
@@ -99,6 +112,15 @@ class SqliteDatabase:
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _narrow_companions(self) -> None:
+        for suffix in _COMPANIONS:
+            companion = self.path.with_name(self.path.name + suffix)
+            try:
+                if readable_by_others(companion):
+                    companion.chmod(0o600)
+            except FileNotFoundError:
+                continue
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (opened on first use in the thread and process)."""

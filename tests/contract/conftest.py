@@ -21,10 +21,12 @@ from typing import Any
 
 import mongomock
 import pytest
+from cryptography.fernet import Fernet
 
 from service.stores.factory import Stores
 from service.stores.mongo import MongoStores
 from service.stores.mongo_bulk import emulate_bulk_write_unordered
+from service.stores.secrets import SecretBox
 from service.stores.sqlite import SqliteStores
 
 MONGODB_URI = os.environ.get("MONGODB_URI")
@@ -52,12 +54,16 @@ class Harness:
         stores: The open stores.
         db: A database name for DLQ and ``$merge`` collections, unique per test on real servers.
         reopen: Closes the stores and opens them again on the same storage.
+        secrets: The key sealing connection secrets (the same one on every reopen).
+        raw_connections: The stored text of every connection config, as it is at rest.
     """
 
     lane: str
     stores: Stores
     db: str
     _reopen: Callable[[], Stores]
+    secrets: SecretBox
+    raw_connections: Callable[[], list[str]]
     _cleanup: list[Callable[[], None]] = field(default_factory=list)
 
     def reopen(self) -> Stores:
@@ -67,18 +73,38 @@ class Harness:
         return self.stores
 
 
+def make_box() -> SecretBox:
+    """A key of the test's own (never a file in the home directory)."""
+    return SecretBox([Fernet.generate_key()], source="the test's key")
+
+
 def _sqlite(tmp_path: Path) -> Harness:
+    import sqlite3
+
     path = tmp_path / "sluice.db"
-    return Harness("sqlite", SqliteStores(path), "userdb", lambda: SqliteStores(path))
+    box = make_box()
+
+    def raw() -> list[str]:
+        with sqlite3.connect(path) as conn:
+            return [row[0] for row in conn.execute("SELECT config FROM connections")]
+
+    def make() -> Stores:
+        return SqliteStores(path, secrets=box)
+
+    return Harness("sqlite", make(), "userdb", make, box, raw)
 
 
 def _mongomock() -> Harness:
     client: Any = mongomock.MongoClient(tz_aware=True)
+    box = make_box()
 
     def make() -> Stores:
-        return MongoStores(client["sluice"], bulk_writer=emulate_bulk_write_unordered)
+        return MongoStores(client["sluice"], secrets=box, bulk_writer=emulate_bulk_write_unordered)
 
-    return Harness("mongomock", make(), "userdb", make)
+    def raw() -> list[str]:
+        return [d["config_json"] for d in client["sluice"]["connections"].find()]
+
+    return Harness("mongomock", make(), "userdb", make, box, raw)
 
 
 def _real() -> Harness:
@@ -87,11 +113,15 @@ def _real() -> Harness:
     suffix = uuid.uuid4().hex[:12]
     client: MongoClient[dict[str, Any]] = MongoClient(MONGODB_URI, tz_aware=True)
     meta, user = f"sluice_contract_{suffix}", f"sluice_contract_user_{suffix}"
+    box = make_box()
 
     def make() -> Stores:
-        return MongoStores(client[meta])
+        return MongoStores(client[meta], secrets=box)
 
-    harness = Harness("real", make(), user, make)
+    def raw() -> list[str]:
+        return [d["config_json"] for d in client[meta]["connections"].find()]
+
+    harness = Harness("real", make(), user, make, box, raw)
     harness._cleanup.append(lambda: (client.drop_database(meta), client.drop_database(user)))
     harness._cleanup.append(client.close)
     return harness

@@ -22,6 +22,7 @@ from service.stores.mongo_bulk import (
     bulk_write_unordered,
     emulate_bulk_write_unordered,
 )
+from tests.contract.conftest import make_box
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 ATLAS_DLQ_KEYS = {
@@ -42,7 +43,9 @@ def client() -> Any:
 
 @pytest.fixture
 def stores(client) -> MongoStores:
-    return MongoStores(client["sluice"], bulk_writer=emulate_bulk_write_unordered)
+    return MongoStores(
+        client["sluice"], secrets=make_box(), bulk_writer=emulate_bulk_write_unordered
+    )
 
 
 def test_dlq_documents_are_stored_raw_in_atlas_shape_query_construction_only(client, stores):
@@ -117,8 +120,9 @@ def test_a_client_without_tz_aware_is_refused():
 
 def test_from_uri_uses_the_default_database(monkeypatch):
     monkeypatch.setattr("service.stores.mongo.MongoClient", mongomock.MongoClient)
-    assert MongoStores.from_uri("mongodb://h:27017/meta").database.name == "meta"
-    assert MongoStores.from_uri("mongodb://h:27017").database.name == "sluice"
+    box = make_box()
+    assert MongoStores.from_uri("mongodb://h:27017/meta", secrets=box).database.name == "meta"
+    assert MongoStores.from_uri("mongodb://h:27017", secrets=box).database.name == "sluice"
 
 
 class RecordingWriter:
@@ -164,7 +168,7 @@ def test_merge_builds_the_documented_operations_query_construction_only(
     client, when_matched, when_not_matched, expected
 ):
     writer = RecordingWriter()
-    store = MongoStores(client["sluice"], bulk_writer=writer)
+    store = MongoStores(client["sluice"], secrets=make_box(), bulk_writer=writer)
     store.documents.merge("u", "c", [{"_id": 1, "a": 0}], when_matched="replace")
     writer.rounds.clear()
     store.documents.merge(
@@ -175,7 +179,7 @@ def test_merge_builds_the_documented_operations_query_construction_only(
 
 def test_repeated_keys_go_to_separate_rounds_query_construction_only(client):
     writer = RecordingWriter()
-    store = MongoStores(client["sluice"], bulk_writer=writer)
+    store = MongoStores(client["sluice"], secrets=make_box(), bulk_writer=writer)
     store.documents.merge("u", "c", [{"_id": 1, "v": 1}, {"_id": 2}, {"_id": 1, "v": 2}])
     assert [[op.filter for op in ops] for ops in writer.rounds] == [
         [{"_id": 1}, {"_id": 2}],

@@ -228,6 +228,17 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+#: The stats counters compared with what the sinks hold.
+COUNTERS = (
+    "inputMessageCount",
+    "inputMessageSize",
+    "outputMessageCount",
+    "outputMessageSize",
+    "dlqMessageCount",
+    "dlqMessageSize",
+)
+
+
 @dataclass
 class Results:
     """What one data directory holds after its service stopped."""
@@ -237,10 +248,37 @@ class Results:
     emitted: list[dict[str, Any]]  # every line of every File sink file
     files: list[str]  # the File sink's file names
     temp_files: list[str]  # hidden temporary files left by a killed write
+    stats: dict[str, dict[str, int]]  # processor -> its persisted counters
+
+
+def persisted_stats(stores: Any) -> dict[str, dict[str, int]]:
+    """Every processor's counters as its stats say (the stats ledger, as the API reads it)."""
+    from service.manager.stats import LiveStats
+
+    out = {}
+    for name in PROCESSORS:
+        record = stores.processors.get(name)
+        if record is None:
+            continue
+        stats = LiveStats(record.stats, ledger=stores.stats.get(record.id)).snapshot()
+        out[name] = {counter: int(stats[counter]) for counter in COUNTERS}
+    return out
+
+
+def read_stats(data_dir: Path) -> dict[str, dict[str, int]]:
+    """`persisted_stats` of a data directory whose service is not running (killed)."""
+    from service.stores import open_stores
+
+    stores = open_stores(data_dir=data_dir)
+    try:
+        return persisted_stats(stores)
+    finally:
+        stores.close()
 
 
 def read_results(data_dir: Path, files_root: Path) -> Results:
-    """Read the `$merge` collections, the DLQs and the File sink of a stopped service."""
+    """Read the `$merge` collections, the DLQs, the File sink and the stats of a stopped
+    service."""
     from service.stores import DlqQuery, open_stores
 
     stores = open_stores(data_dir=data_dir)
@@ -253,6 +291,7 @@ def read_results(data_dir: Path, files_root: Path) -> Results:
             name: stores.dlq(DB, f"dlq_{name}").find(DlqQuery(processor=name))[0]
             for name in PROCESSORS
         }
+        stats = persisted_stats(stores)
     finally:
         stores.close()
     directory = files_root / EMIT_PATH
@@ -264,7 +303,8 @@ def read_results(data_dir: Path, files_root: Path) -> Results:
         for line in (directory / name).read_text().splitlines()
         if line.strip()
     ]
-    return Results(merged, dlq, emitted, files, [n for n in names if n.startswith(".")])
+    temp = [n for n in names if n.startswith(".")]
+    return Results(merged, dlq, emitted, files, temp, stats)
 
 
 def comparable_dlq(record: dict[str, Any]) -> str:

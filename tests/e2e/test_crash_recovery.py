@@ -18,6 +18,14 @@ nothing depends on the wall clock, so the results cannot depend on when the kill
 * The final `$merge` collections, DLQ records (without `dlqTime`) and the set of documents in
   the File sink's files must equal the reference's, with no document, window or DLQ record
   twice.
+* The stats must equal what the sinks hold, in both runs: every input record counted once
+  (`inputMessageCount` = the records sent; a stateless processor's records are its outputs
+  plus its DLQ records, a window processor's are the documents in its windows, plus its DLQ
+  records, plus the one document of the window the input leaves open), `outputMessageCount` =
+  the documents in the `$merge` collection or the File sink, `dlqMessageCount` = the DLQ
+  records, and every byte count equal to the uninterrupted run's. After each restart, the
+  stats the API shows are never below what the killed service had persisted, and say
+  `recovering` or `running`, nothing else.
 
 The Kafka input is produced before anything starts (acknowledged) and read 16 records per
 micro-batch. The HTTP ingest source has no per-batch limit (`$source.config` is not passed
@@ -53,7 +61,8 @@ from tests.kafka_broker import KafkaBroker
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.kafka]
 
-KILLS = 4
+#: Kills per crash run (at least 2: one early, one at a written-not-committed File batch).
+KILLS = max(2, int(os.environ.get("SLUICE_CRASH_KILLS", "3")))
 SEED = int(os.environ.get("SLUICE_CRASH_SEED", "20240611"))
 KAFKA_DOCS = 200
 HTTP_DOCS = 200
@@ -130,8 +139,13 @@ class Deployment:
 
     def start_service(self) -> ServiceProcess:
         began = time.monotonic()
-        engine = {"SLUICE_SPARK_CONF_spark__sluice__window__engine": self.engine}
-        self.service = ServiceProcess(self.data_dir, extra_env=engine).start(timeout=START_TIMEOUT)
+        env = {
+            "SLUICE_SPARK_CONF_spark__sluice__window__engine": self.engine,
+            # Kills are the subject here, not the retry limit: on a loaded machine a query can
+            # fail to start a Python worker in time, and it must be retried, not given up on.
+            "SLUICE_RESTART_ATTEMPTS": "8",
+        }
+        self.service = ServiceProcess(self.data_dir, extra_env=env).start(timeout=START_TIMEOUT)
         self.note(f"service {self.service.proc.pid} ready in {time.monotonic() - began:.0f} s")  # type: ignore[union-attr]
         return self.service
 
@@ -294,6 +308,31 @@ class Deployment:
         assert self.service is not None
         assert self.service.stop() in (0, -signal.SIGTERM)
 
+    # ------------------------------------------------------------------ stats
+
+    def api_stats(self) -> dict[str, dict[str, Any]]:
+        """Every processor's stats as the running service's API shows them."""
+        assert self.service is not None
+        with self.service.http() as client:
+            return {
+                name: client.get(f"/api/v1/processors/{name}/stats").json() for name in S.PROCESSORS
+            }
+
+    def check_stats_kept(self, persisted: dict[str, dict[str, int]]) -> list[str]:
+        """Right after a restart: the API's counters are not below what the killed service
+        persisted (a replayed batch replaces its counts; new batches only add), and the
+        status is `recovering` or `running`. Returns the statuses seen."""
+        shown = self.api_stats()
+        seen = []
+        for name, counters in persisted.items():
+            stats = shown[name]
+            seen.append(f"{name}: {stats['status']} ({stats.get('statusDetail') or '-'})")
+            assert stats["status"] in ("recovering", "running"), (name, stats, self.log)
+            lower = {c: (stats[c], v) for c, v in counters.items() if stats[c] < v}
+            assert not lower, f"{name}: counters went down after a restart {lower}; {self.log}"
+        self.note(f"after the restart: {'; '.join(seen)}")
+        return seen
+
 
 @pytest.fixture
 def deployments() -> Iterator[list[Deployment]]:
@@ -374,10 +413,13 @@ def run_with_kills(deployment: Deployment, data: Input, rng: random.Random) -> S
     # the same file), the others 1-3 committed batches plus a random delay after the start.
     early = rng.choice(lives[1:])
     targeted = rng.choice([life for life in lives if life != early])
+    persisted: dict[str, dict[str, int]] = {}
     for life in lives:
         deployment.start_service()
         if life == 0:
             deployment.create_processors()
+        else:
+            deployment.check_stats_kept(persisted)
         before = deployment.total_commits()
         caught: int | None = None
         posted = 0
@@ -413,7 +455,10 @@ def run_with_kills(deployment: Deployment, data: Input, rng: random.Random) -> S
         time.sleep(delay)
         deployment.note(f"life {life}: before the kill {deployment.progress()}")
         deployment.kill(rng)
+        persisted = S.read_stats(deployment.data_dir)
+        deployment.note(f"life {life}: persisted stats {persisted}")
     deployment.start_service()
+    deployment.check_stats_kept(persisted)
     assert deployment.states() == dict.fromkeys(S.PROCESSORS, "STARTED")
     for body in pending:
         deployment.post(body)
@@ -498,6 +543,47 @@ def check_same(crashed: S.Results, reference: S.Results, context: str) -> None:
     )
 
 
+def check_stats(results: S.Results, data: Input, context: str) -> None:
+    """The stats say what the sinks hold: each record read once, each document and DLQ
+    record written once."""
+    sent = {S.KAFKA_WINDOWS: data.kafka, S.HTTP_WINDOWS: data.http, S.HTTP_FILES: data.http}
+    for name in S.PROCESSORS:
+        stats = results.stats[name]
+        held = {
+            "inputMessageCount": len(sent[name]),
+            "outputMessageCount": (
+                len(results.emitted) if name == S.HTTP_FILES else len(results.merged[name])
+            ),
+            "dlqMessageCount": len(results.dlq[name]),
+        }
+        got = {counter: stats[counter] for counter in held}
+        assert got == held, f"{name}: stats {got}, the sinks hold {held}; {context}"
+        if name == S.HTTP_FILES:
+            accounted = stats["outputMessageCount"] + stats["dlqMessageCount"]
+        else:
+            # Documents in closed windows, DLQ records, and the one document (the closer)
+            # in the window the input leaves open.
+            in_windows = sum(int(d["n"]) for d in results.merged[name])
+            accounted = in_windows + stats["dlqMessageCount"] + 1
+        assert stats["inputMessageCount"] == accounted, (
+            f"{name}: {stats['inputMessageCount']} records read, {accounted} accounted for; "
+            f"{context}"
+        )
+        raw = sum(len(r.text.encode()) for r in sent[name])
+        assert stats["inputMessageSize"] == raw, (
+            f"{name}: {stats['inputMessageSize']} input bytes counted, {raw} sent; {context}"
+        )
+
+
+def check_same_stats(crashed: S.Results, reference: S.Results, context: str) -> None:
+    """Every counter, byte counts included, equals the uninterrupted run's."""
+    for name in S.PROCESSORS:
+        assert crashed.stats[name] == reference.stats[name], (
+            f"{name}: stats {crashed.stats[name]} after the crashes, "
+            f"{reference.stats[name]} uninterrupted; {context}"
+        )
+
+
 # --------------------------------------------------------------------------- the test
 
 
@@ -520,6 +606,7 @@ def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
     deployments.append(reference_deployment)
     reference = run_uninterrupted(reference_deployment, data)
     check_against_model(reference, data)
+    check_stats(reference, data, "uninterrupted run")
     reference_seconds = time.monotonic() - began
 
     rng = random.Random(SEED)
@@ -529,6 +616,8 @@ def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
     context = f"seed {SEED}; schedule {crash_deployment.log}"
     check_same(crashed, reference, context)
     check_against_model(crashed, data)
+    check_stats(crashed, data, context)
+    check_same_stats(crashed, reference, context)
     assert not crashed.temp_files or all(n.endswith(".tmp") for n in crashed.temp_files)
     # The batch engine ran both window processors (their state files), the operator none.
     states = list(crash_deployment.data_dir.rglob("sluice-window-state/*.state"))
@@ -536,6 +625,7 @@ def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
     assert len(holders) >= 2 if engine == "batch" else not holders, states
     print(
         f"reference run {reference_seconds:.0f} s, crash run "
-        f"{time.monotonic() - began - reference_seconds:.0f} s, seed {SEED}",
+        f"{time.monotonic() - began - reference_seconds:.0f} s, seed {SEED}, {KILLS} kills; "
+        f"stats {crashed.stats}",
         flush=True,
     )

@@ -358,6 +358,21 @@ def test_spark_failure_is_retried_then_failed_never_a_500(svc: Running) -> None:
         assert created.status_code == 201, created.text
         assert client.post("/api/v1/processors/fail_p:start").json()["state"] == "STARTED"
         client.post("/api/v1/ingest/fail_in", json=[{"b": 0}])  # a DLQ record the DLQ cannot take
+        # While it retries, the processor shows its error and retries, and never `running`.
+        retrying = poll(
+            lambda: (
+                ((p := client.get("/api/v1/processors/fail_p").json())["error"] is not None) and p
+            ),
+            timeout=180,
+            every=0.05,
+            message="the processor never showed an error",
+        )
+        assert retrying["state"] == "STARTED", f"it failed before showing its retries: {retrying}"
+        assert retrying["error"]["code"] == "spark_failure" and retrying["error"]["retries"] >= 1
+        assert retrying["error"]["time"] is not None
+        assert retrying["stats"]["status"] == "recovering", retrying["stats"]
+        assert retrying["stats"]["retries"] >= 1
+        assert retrying["stats"]["lastError"]["message"] == retrying["error"]["message"]
         failed = poll(
             lambda: (
                 (p := client.get("/api/v1/processors/fail_p").json())["state"] == "FAILED" and p
@@ -366,6 +381,8 @@ def test_spark_failure_is_retried_then_failed_never_a_500(svc: Running) -> None:
             message="the processor never became FAILED",
         )
         assert failed["error"]["code"] == "spark_failure"
+        assert failed["error"]["retries"] == 2  # SLUICE_RESTART_ATTEMPTS of the test service
+        assert failed["stats"]["lastError"]["code"] == "spark_failure"
         assert (
             "Traceback" not in failed["error"]["message"]
             and "\tat " not in failed["error"]["message"]

@@ -104,6 +104,8 @@ class BatchInput:
     now_ms: int
     #: The query's session, for the stages after the window.
     session: SparkSession
+    #: The source's records and bytes read by the batch (`BatchResult.input`), if known.
+    input: dict[str, int] | None = None
 
 
 class BatchWindow:

@@ -6,11 +6,14 @@ it over again, so before returning, the sink writes the batch's rows here (Arrow
 batch's processing time), and it removes them once the fold has saved the state after the
 batch and written its outputs. A batch still here when a query starts was committed but not
 (wholly) folded: it is folded first, from the state before it, as a Spark replay would be, and
-its outputs are written again (the sinks are idempotent on batch id).
+its outputs are written again (the sinks are idempotent on batch id). The batch's input counts
+travel with it (schema metadata), so its stats are recorded with its outputs whenever it is
+folded.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -24,6 +27,8 @@ INPUT_DIR = "inputs"
 SUFFIX = ".arrow"
 #: Where a logged batch keeps its processing time (schema metadata).
 _NOW_KEY = b"sluice.now_ms"
+#: Where a logged batch keeps its input counts (JSON; absent when unknown).
+_INPUT_KEY = b"sluice.input"
 
 
 class InputLog:
@@ -37,6 +42,8 @@ class InputLog:
         """Log `batch` atomically and durably (it replaces an earlier attempt's copy)."""
         metadata = dict(batch.table.schema.metadata or {})
         metadata[_NOW_KEY] = str(batch.now_ms).encode()
+        if batch.input is not None:
+            metadata[_INPUT_KEY] = json.dumps(batch.input).encode()
         table = batch.table.replace_schema_metadata(metadata)
         path = self._path(batch.batch_id)
         written = path.with_suffix(".tmp")
@@ -57,8 +64,13 @@ class InputLog:
             table = pa.ipc.open_file(source).read_all()
         metadata = dict(table.schema.metadata or {})
         now_ms = int(metadata.pop(_NOW_KEY))
+        counts = metadata.pop(_INPUT_KEY, None)
         return BatchInput(
-            batch_id, table.replace_schema_metadata(metadata or None), now_ms, session
+            batch_id,
+            table.replace_schema_metadata(metadata or None),
+            now_ms,
+            session,
+            None if counts is None else dict(json.loads(counts)),
         )
 
     def remove(self, batch_id: int) -> None:

@@ -22,6 +22,7 @@ What keeps that exact and lossless:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,8 +35,10 @@ from pipeline_stages._windowing.batch.input_log import INPUT_DIR, InputLog
 
 log = logging.getLogger("sluice.window")
 
-#: What a folded batch's envelopes are handed to: `(batch id, envelopes)`.
-Write = Callable[[int, list[Any]], None]
+#: What a folded batch's envelopes are handed to: `(batch id, envelopes, input counts)`.
+Write = Callable[[int, list[Any], dict[str, int] | None], None]
+#: Reads the input counts of the batch in progress (`_engine.observed.InputMetrics`).
+InputCounts = Callable[[int], dict[str, int] | None]
 
 
 class WindowFoldError(RuntimeError):
@@ -45,9 +48,13 @@ class WindowFoldError(RuntimeError):
 class FoldPipeline:
     """Reads each batch in `foreachBatch` and folds it in the background (module doc)."""
 
-    def __init__(self, window: BatchWindow, write: Write) -> None:
+    def __init__(
+        self, window: BatchWindow, write: Write, *, input_counts: InputCounts | None = None
+    ) -> None:
         self.window = window
         self.write = write
+        #: Read right after each batch is read, and logged and folded with it.
+        self.input_counts = input_counts
         #: The input log; None when the engine keeps its state in memory (no recovery).
         self.log = InputLog(window.state_dir / INPUT_DIR) if window.state_dir else None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sluice-fold")
@@ -60,6 +67,8 @@ class FoldPipeline:
         if not self._recovered:
             self._recover(batch, batch_id)
         read = self.window.read(batch, batch_id)
+        if self.input_counts is not None:
+            read = dataclasses.replace(read, input=self.input_counts(batch_id))
         if self.log is not None:
             self.log.write(read)
         self.flush()
@@ -90,7 +99,7 @@ class FoldPipeline:
     # ------------------------------------------------------------------ internals
 
     def _fold(self, read: BatchInput) -> None:
-        self.write(read.batch_id, self.window.fold(read))
+        self.write(read.batch_id, self.window.fold(read), read.input)
         if self.log is not None:
             self.log.remove(read.batch_id)
 

@@ -54,7 +54,7 @@ def test_a_batch_is_logged_before_submit_returns_and_folded_after_it(tmp_path: P
     gate = threading.Event()
     window = RecordingWindow(tmp_path, gate=gate)
     written: list[tuple[int, list[Any]]] = []
-    folds = FoldPipeline(window, lambda n, rows: written.append((n, rows)))  # type: ignore[arg-type]
+    folds = FoldPipeline(window, lambda n, rows, counts: written.append((n, rows)))  # type: ignore[arg-type]
 
     folds.submit(Batch([1, 2]), 0)  # type: ignore[arg-type]
     assert logged(tmp_path) == [0]  # committed by Spark from here on: it must survive a crash
@@ -68,7 +68,7 @@ def test_a_batch_is_logged_before_submit_returns_and_folded_after_it(tmp_path: P
 
 def test_batches_fold_in_order_one_at_a_time(tmp_path: Path) -> None:
     window = RecordingWindow(tmp_path)
-    folds = FoldPipeline(window, lambda n, rows: None)  # type: ignore[arg-type]
+    folds = FoldPipeline(window, lambda n, rows, counts: None)  # type: ignore[arg-type]
     for batch_id in range(20):
         folds.submit(Batch([batch_id, batch_id + 1]), batch_id)  # type: ignore[arg-type]
     folds.close()
@@ -86,7 +86,7 @@ def test_a_start_folds_the_logged_batches_before_the_first_one_spark_hands_over(
         log.write(BatchInput(batch_id, pa.table({"v": [batch_id * 10]}), 1000 + batch_id, None))
     window = RecordingWindow(tmp_path)
     written: list[tuple[int, list[Any]]] = []
-    folds = FoldPipeline(window, lambda n, rows: written.append((n, rows)))  # type: ignore[arg-type]
+    folds = FoldPipeline(window, lambda n, rows, counts: written.append((n, rows)))  # type: ignore[arg-type]
 
     folds.submit(Batch([55]), 5)  # type: ignore[arg-type]
     folds.close()
@@ -98,7 +98,7 @@ def test_a_start_folds_the_logged_batches_before_the_first_one_spark_hands_over(
 
 def test_a_failed_fold_fails_the_next_batch_and_stays_logged(tmp_path: Path) -> None:
     window = RecordingWindow(tmp_path, fails_at=1)
-    folds = FoldPipeline(window, lambda n, rows: None)  # type: ignore[arg-type]
+    folds = FoldPipeline(window, lambda n, rows, counts: None)  # type: ignore[arg-type]
     folds.submit(Batch([1]), 0)  # type: ignore[arg-type]
     folds.submit(Batch([2]), 1)  # type: ignore[arg-type]
     with pytest.raises(WindowFoldError, match="batch 1 failed: boom"):
@@ -111,7 +111,7 @@ def test_a_failed_fold_fails_the_next_batch_and_stays_logged(tmp_path: Path) -> 
     assert logged(tmp_path) == [1]  # folded again when the query restarts
 
     again = RecordingWindow(tmp_path)
-    restarted = FoldPipeline(again, lambda n, rows: None)  # type: ignore[arg-type]
+    restarted = FoldPipeline(again, lambda n, rows, counts: None)  # type: ignore[arg-type]
     restarted.submit(Batch([3]), 2)  # type: ignore[arg-type]
     restarted.close()
     assert again.folded == [(1, [2]), (2, [3])]
@@ -119,8 +119,34 @@ def test_a_failed_fold_fails_the_next_batch_and_stays_logged(tmp_path: Path) -> 
 
 def test_in_memory_state_keeps_no_log() -> None:
     window = RecordingWindow(None)
-    folds = FoldPipeline(window, lambda n, rows: None)  # type: ignore[arg-type]
+    folds = FoldPipeline(window, lambda n, rows, counts: None)  # type: ignore[arg-type]
     folds.submit(Batch([7]), 0)  # type: ignore[arg-type]
     folds.close()
     assert folds.log is None
     assert window.folded == [(0, [7])]
+
+
+def test_a_batchs_input_counts_are_logged_with_it_and_reach_the_write(tmp_path: Path) -> None:
+    # Read inside `foreachBatch` (before Spark commits the batch), written with the batch's
+    # outputs after the fold, also when the fold happens after a crash and a restart.
+    counts = {0: {"count": 2, "bytes": 20}, 1: {"count": 1, "bytes": 9}}
+    gate = threading.Event()
+    window = RecordingWindow(tmp_path, gate=gate)
+    folds = FoldPipeline(
+        window,
+        lambda n, rows, got: None,  # type: ignore[arg-type]
+        input_counts=lambda batch_id: counts[batch_id],
+    )
+    folds.submit(Batch([1, 2]), 0)  # type: ignore[arg-type]
+    assert InputLog(tmp_path / INPUT_DIR).read(0, None).input == counts[0]  # type: ignore[arg-type]
+    folds._executor.shutdown(wait=False, cancel_futures=True)  # the process dies here
+    written: list[tuple[int, dict[str, int] | None]] = []
+    restarted = FoldPipeline(
+        RecordingWindow(tmp_path),
+        lambda n, rows, got: written.append((n, got)),  # type: ignore[arg-type]
+        input_counts=lambda batch_id: counts[batch_id],
+    )
+    restarted.submit(Batch([3]), 1)  # type: ignore[arg-type]
+    restarted.close()
+    gate.set()
+    assert written == [(0, counts[0]), (1, counts[1])]

@@ -166,7 +166,7 @@ def test_a_failing_query_is_retried_with_backoff_then_failed(manager: ProcessorM
     manager.runs.tick()
     run = manager.runs.get(record.id)
     assert run is not None and run.failures == 1 and run.handle is None
-    assert manager.stats(manager.get("p"))["status"] == "error"
+    assert manager.stats(manager.get("p"))["status"] == "recovering"  # retried soon
     run.retry_at = 0  # due now: do not wait for the backoff
     manager.runs.tick()
     assert len(engine.queries) == 2 and engine.queries[-1].is_active()
@@ -211,7 +211,8 @@ def test_launch_failures_are_retried_not_raised(manager: ProcessorManager) -> No
     assert (
         run is not None
         and run.failures == 1
-        and "injected launch failure" in (run.last_error or "")
+        and run.last_error is not None
+        and "injected launch failure" in run.last_error.message
     )
 
 

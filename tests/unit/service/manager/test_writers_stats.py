@@ -122,7 +122,16 @@ def test_the_dlq_store_is_opened_on_first_write() -> None:
 
 
 def test_stats_count_each_batch_once_per_generation_and_persist() -> None:
-    stats = LiveStats()
+    from service.stores.stats_ledger import StatsLedger
+
+    recorded: list[StatsLedger] = []
+
+    def recorder(lane: str, generation: int, batch_id: int, part: Any, seed: Any) -> StatsLedger:
+        base = recorded[-1] if recorded else StatsLedger.seeded(seed)
+        recorded.append(base.record(lane, generation, batch_id, part) or base)
+        return recorded[-1]
+
+    stats = LiveStats(recorder=recorder)
     progress = {
         "batchId": 4,
         "numInputRows": 5,
@@ -133,12 +142,13 @@ def test_stats_count_each_batch_once_per_generation_and_persist() -> None:
     }
     assert stats.record_progress(progress)
     assert not stats.record_progress(progress)
+    assert recorded[-1].current()["inputMessageCount"] == 5  # persisted with the batch
     stored = stats.to_record()
-    assert stored["_cursor"] == {"generation": 1, "inputBatch": 4, "outputBatch": -1}
-    again = LiveStats(stored, generation=1)
-    assert not again.record_progress(progress)
-    fresh = LiveStats(stored, generation=2)  # resumeFromCheckpoint: false keeps the totals
-    assert fresh.record_progress(progress)
+    assert "_cursor" not in stored and stored["inputMessageCount"] == 5
+    again = LiveStats(stored, generation=1, ledger=recorded[-1], recorder=recorder)
+    assert not again.record_progress(progress)  # the replay replaces, it does not add
+    fresh = LiveStats(stored, generation=2, ledger=recorded[-1], recorder=recorder)
+    assert fresh.record_progress(progress)  # resumeFromCheckpoint: false keeps the totals
     public = fresh.public(
         name="p",
         processor_id="i",
@@ -150,6 +160,8 @@ def test_stats_count_each_batch_once_per_generation_and_persist() -> None:
     assert public["stateSize"] == 77 / 1024 and public["watermark"] == {
         "$date": "2024-01-01T00:00:00.000Z"
     }
+    legacy = LiveStats({"inputMessageCount": 7, "_cursor": {"generation": 1}}, generation=1)
+    assert legacy.totals["inputMessageCount"] == 7  # counts of earlier versions still show
 
 
 def test_error_summaries_drop_stack_traces() -> None:
