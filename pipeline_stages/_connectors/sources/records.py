@@ -166,7 +166,8 @@ def record_problem(data: bytes) -> str | None:
         depth = json_depth(text)
         if depth > SPARK_MAX_DEPTH:
             return f"{NOT_AN_OBJECT} (it nests {depth} levels; at most {SPARK_MAX_DEPTH} are read)"
-        return None  # deeper than Python parses here, within what Spark reads
+        # Deeper than Python parses here, within what Spark reads: Spark decides the rest.
+        return None if text.lstrip().startswith("{") else NOT_AN_OBJECT
     except ValueError:
         return NOT_AN_OBJECT
     if not isinstance(value, dict) or any(key in value for key in _SPARK_WRAPPERS):

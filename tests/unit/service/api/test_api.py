@@ -230,7 +230,10 @@ def spooled(tmp_path: Path, connection: str = "in1") -> list[bytes]:
 def test_ingest_accepts_arrays_and_ndjson_and_counts_invalid_records(
     client: TestClient, tmp_path: Path
 ) -> None:
-    array = client.post("/api/v1/ingest/in1", json=[{"a": 1.0}, {"b": 2}, 3])
+    body = b'[{"a": 1.0}, {"b":2},3 ]'
+    array = client.post(
+        "/api/v1/ingest/in1", content=body, headers={"Content-Type": "application/json"}
+    )
     assert array.status_code == 202
     assert array.json() == {"accepted": 3, "invalid": 1, "firstSeq": 1, "lastSeq": 3}
     lines = b'{"c": 10.0}\r\n\nnot json\n{"d": [1, 2]}'
@@ -239,8 +242,8 @@ def test_ingest_accepts_arrays_and_ndjson_and_counts_invalid_records(
     )
     assert ndjson.json() == {"accepted": 3, "invalid": 1, "firstSeq": 4, "lastSeq": 6}
     assert spooled(tmp_path) == [
-        b'{"a": 1.0}',
-        b'{"b": 2}',
+        b'{"a": 1.0}',  # array elements are spooled as sent, like lines
+        b'{"b":2}',
         b"3",
         b'{"c": 10.0}',
         b"not json",
@@ -259,7 +262,6 @@ def test_ingest_errors(client: TestClient) -> None:
         "/api/v1/ingest/in1", content=b"[1,", headers={"Content-Type": "application/json"}
     )
     error_of(bad, 422, "INVALID_REQUEST")
-    assert client.post("/api/v1/ingest/in1", content=b"").json()["accepted"] == 0
 
 
 # --------------------------------------------------------------------------- DLQ and sample
