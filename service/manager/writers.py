@@ -258,7 +258,7 @@ def _json_text(value: Any, *, keep_strings: bool = False) -> str:
     try:
         return json.dumps(value, ensure_ascii=True, default=str)
     except (ValueError, TypeError, RecursionError):
-        return json.dumps(repr(value)[:1_000_000], ensure_ascii=True)
+        return json.dumps(f"<a {type(value).__name__} that JSON cannot hold>")
 
 
 class ProcessorWriter:

@@ -15,8 +15,8 @@ sends the record to the DLQ with it:
   outside the years 1 to 9999, `{"$numberDecimal": "x"}`, `{"$oid": 1}`: see
   `_documents.ejson.wrapper_problem`): Spark would carry it as a date, a decimal or an id
   it cannot read, and a sink would fail on it or store it as an ordinary object;
-* a number beyond a double's range (`1e400`): Spark would carry it as the string
-  `"Infinity"`;
+* a number beyond a double's range (`1e400`, or an integer of 309 digits and more): Spark
+  would carry it as the string `"Infinity"`;
 * text after the object (`{"a": 1} x`): Spark would read the object and drop the rest.
 
 Only records that can hold such things are parsed here (they contain `"$`, a large exponent
@@ -43,9 +43,12 @@ from pipeline_stages._stream.json_text import SPARK_MAX_DEPTH, json_depth, prefe
 NOT_UTF8: Final = "input is not valid UTF-8"
 NOT_AN_OBJECT: Final = "input is not a valid JSON object"
 
-#: An exponent of 300 or more (with or without sign or leading zeros): the number may be
-#: beyond a double's range. Matched inside strings too (the check that follows parses).
-_LARGE_EXPONENT = re.compile(r"[eE]\+?0*(?:[3-9]\d\d|\d{4,})")
+#: An exponent of 300 or more (with or without sign or leading zeros), or 300 digits in a
+#: row: the number may be beyond a double's range. Matched inside strings too (the check
+#: that follows parses).
+_LARGE_NUMBER = re.compile(r"[eE]\+?0*(?:[3-9]\d\d|\d{4,})|\d{300}")
+#: Decimal digits a double holds the magnitude of (1e308; DBL_MAX is 1.8e308).
+_DOUBLE_DIGITS = 309
 #: The top-level keys that make Spark read a document as a wrapper (`_mql.values._WRAPPERS`).
 _SPARK_WRAPPERS: Final = ("$date", "$oid", "$numberDecimal", "$numberLong")
 
@@ -79,16 +82,23 @@ def _content_problem(text: str) -> str | None:
     """What Spark would read wrongly in `text` (see the module docstring); None if nothing."""
     tail = text.rstrip()
     ends_as_object = tail.endswith("}")
-    if '"$' not in text and ends_as_object and not _LARGE_EXPONENT.search(text):
+    if '"$' not in text and ends_as_object and not _LARGE_NUMBER.search(text):
         return None
     overflow: list[str] = []
     try:
-        value = json.loads(text, parse_float=_checked_float(overflow))
+        value = json.loads(
+            text, parse_float=_checked_float(overflow), parse_int=_checked_int(overflow)
+        )
     except (ValueError, RecursionError):
         # Not JSON (Spark refuses it too), or too deep to parse here (Spark decides).
         return None if ends_as_object or not tail.lstrip().startswith("{") else NOT_AN_OBJECT
     if overflow:
-        return f"number {overflow[0]} is beyond the range of a double"
+        shown = (
+            overflow[0]
+            if len(overflow[0]) <= 40
+            else f"{overflow[0][:20]}… ({len(overflow[0])} characters)"
+        )
+        return f"number {shown} is beyond the range of a double"
     found = invalid_wrapper(value)
     if found is not None:
         path, problem = found
@@ -102,6 +112,19 @@ def _checked_float(overflow: list[str]) -> Callable[[str], float]:
         if math.isinf(value) and not overflow:
             overflow.append(text)
         return value
+
+    return parse
+
+
+def _checked_int(overflow: list[str]) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if len(text.lstrip("-")) > _DOUBLE_DIGITS or (
+            len(text.lstrip("-")) == _DOUBLE_DIGITS and math.isinf(float(text))
+        ):
+            if not overflow:
+                overflow.append(text)
+            return 0  # never converted: Python refuses integers of more than 4300 digits
+        return int(text)
 
     return parse
 
