@@ -87,7 +87,14 @@ class SampleBuffer:
             }
             for i, (kind, text) in enumerate(messages)
         ]
-        self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
+        try:
+            self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
+        except UnicodeEncodeError:
+            # Text no store holds (a lone surrogate): kept with the character escaped.
+            messages = [(kind, str(_utf8(text))) for kind, text in messages]
+            for doc, (_, text) in zip(docs, messages, strict=True):
+                doc["m"] = text
+            self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
         with self._lock:
             mirror = self._loaded()
             while mirror and mirror[-1][0] >= (generation, batch_id, 0):
@@ -174,7 +181,7 @@ CONTENT_ERRORS = (
     BSONError,
     ValueError,
     TypeError,
-    OverflowError,
+    ArithmeticError,
     RecursionError,
     UnicodeError,
 )
@@ -248,13 +255,24 @@ class DlqWriter:
             doc[DOC_TEXT] = _json_text(record["doc"])
         elif DOC_TEXT in record:
             doc[DOC_TEXT] = _json_text(record[DOC_TEXT], keep_strings=True)
-        return doc
+        return _utf8(doc)
+
+
+def _utf8(value: Any) -> Any:
+    """`value` with every key and string made UTF-8 (a lone surrogate becomes `\\udXXX` text)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_utf8(k): _utf8(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_utf8(v) for v in value]
+    return value
 
 
 def _json_text(value: Any, *, keep_strings: bool = False) -> str:
     """`value` as JSON text that any store holds (ASCII, so no lone surrogate survives)."""
     if keep_strings and isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return str(_utf8(value))
     try:
         return json.dumps(value, ensure_ascii=True, default=str)
     except (ValueError, TypeError, RecursionError):

@@ -175,7 +175,7 @@ def encode_value(doc_json: str, *, output_format: str, date_format: str) -> byte
     """
     try:
         return _encode_value(doc_json, output_format=output_format, date_format=date_format)
-    except (ValueError, TypeError, OverflowError, RecursionError, KeyError, BSONError) as error:
+    except (ValueError, TypeError, ArithmeticError, RecursionError, KeyError, BSONError) as error:
         raise EmitValueError(
             f"the document cannot be written as {output_format} ({type(error).__name__}: "
             f"{str(error)[:200]})"

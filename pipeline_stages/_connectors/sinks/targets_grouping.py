@@ -12,6 +12,7 @@ a failure (its DLQ record says why): a bad name, nesting deeper than a BSON docu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -87,9 +88,47 @@ def stored_document(doc_json: str, *, id_key: str | None = None) -> Any:
             f"of at most {BSON_MAX_DEPTH} (MongoDB's limit)"
         )
     doc = json.loads(doc_json)
+    if _SURROGATE_ESCAPE.search(doc_json) or not _is_utf8(doc_json):
+        where = _lone_surrogate(doc)
+        if where is not None:
+            raise ValueError(
+                f"the string at {where} holds a lone surrogate, which is not Unicode text "
+                "(a collection holds UTF-8 only)"
+            )
     if id_key is not None and isinstance(doc, dict):
         doc = with_id(doc, id_key)
     return from_relaxed_ejson(doc, strict=True)
+
+
+#: A `\\uD800`-`\\uDFFF` escape: JSON text may hold half a surrogate pair, UTF-8 cannot.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The JSON pointer of the first key or string holding a lone surrogate, or None."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not _is_utf8(item):
+                return path or "/"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                child_path = f"{path}/{key}"
+                if not _is_utf8(key):
+                    return child_path.encode("utf-8", "backslashreplace").decode()
+                stack.append((child_path, child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}/{i}", child) for i, child in enumerate(item))
+    return None
 
 
 def match_errors(
