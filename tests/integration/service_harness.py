@@ -6,11 +6,17 @@ writers and SQLite stores, driven over HTTP with FastAPI's test client.
 shutdown leaves the session to the fixture. Micro-batches are driven explicitly:
 `drain(name)` returns once the processor's query has processed everything its source holds
 (`SparkQueryHandle.drain`), never after a sleep.
+
+A query that fails for a document's content is a failed test. On 2 shared cores Spark
+sometimes fails a task for itself (a Python worker that does not start in time): that is a
+failure of the system, which the service's supervisor retries from the checkpoint, so
+`drain` waits for the restart (on the condition, with a deadline) and drains again, and
+`assert_running` accepts such a failure and no other.
 """
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +30,19 @@ from service.runtime.spark_engine import SparkEngine
 from service.stores import open_stores
 
 KEY = "in-process-test-key-0123456789"
+#: Failures of Spark itself under load (not of a document): retried by the supervisor.
+TRANSIENT = ("Python worker failed to connect back", "Python worker exited unexpectedly")
+#: How long `drain` waits for the supervisor to restart a query that failed transiently.
+RESTART_TIMEOUT_S = 120.0
+#: How often `drain` looks for the restarted query.
+CHECK_EVERY_S = 0.1
+
+
+def transient(error: str | None) -> bool:
+    """Whether a query's error is one of Spark's own under load (`TRANSIENT`)."""
+    return error is not None and any(text in error for text in TRANSIENT)
+
+
 DLQ = {"connectionName": "local", "db": "deadletters", "coll": "dlq"}
 
 
@@ -79,25 +98,62 @@ class InProcessService:
         """The processor's current run (it must be running)."""
         record = self.manager.get(name)
         run = self.manager.runs.get(record.id)
-        assert run is not None and run.handle is not None, f"{name} has no running query"
+        assert run is not None and run.handle is not None, (
+            f"{name} has no running query: {record.state.value} {record.error}"
+        )
         return run
 
     def drain(self, name: str) -> None:
         """Process everything the processor's source holds now (see the module docstring)."""
-        self.run(name).handle.drain()
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while True:
+            handle = self._active_handle(name, deadline)
+            try:
+                handle.drain()
+                return
+            except Exception as error:
+                if not transient(str(error)) or time.monotonic() > deadline:
+                    raise
+
+    def _active_handle(self, name: str, deadline: float) -> Any:
+        """The processor's running query, once the supervisor has restarted a failed one."""
+        while True:
+            record = self.manager.get(name)
+            run = self.manager.runs.get(record.id)
+            if run is not None and run.handle is not None and run.handle.is_active():
+                return run.handle
+            if record.state.value != "STARTED" or time.monotonic() > deadline:
+                return self.run(name).handle  # fails, naming the processor's error
+            time.sleep(CHECK_EVERY_S)
 
     def assert_running(self, name: str) -> None:
         """The processor is STARTED, its query runs and never failed."""
         record = self.client.get(f"/api/v1/processors/{name}").json()
         assert record["state"] == "STARTED", record
         run = self.run(name)
-        assert run.failures == 0 and run.last_error is None, run.last_error
+        assert run.last_error is None or transient(run.last_error), run.last_error
         assert run.handle.is_active() and run.handle.failure() is None
 
     def stats(self, name: str) -> dict[str, Any]:
         """The processor's live stats."""
         stats: dict[str, Any] = self.client.get(f"/api/v1/processors/{name}/stats").json()
         return stats
+
+    def sample_cursor(self, name: str) -> str | None:
+        """The cursor of the newest message in the sample buffer (None when empty)."""
+        response = self.client.get(f"/api/v1/processors/{name}/sample", params={"limit": 1})
+        cursor: str | None = response.json()["cursorId"]
+        return cursor
+
+    def sample_after(self, name: str, cursor: str | None) -> list[dict[str, Any]]:
+        """The sample messages newer than `cursor` (all of them for None)."""
+        params: dict[str, Any] = {"limit": 1000}
+        if cursor is not None:
+            params["after"] = cursor
+        response = self.client.get(f"/api/v1/processors/{name}/sample", params=params)
+        assert response.status_code == 200, response.text
+        messages: list[dict[str, Any]] = response.json()["messages"]
+        return messages
 
     def outputs(self, name: str) -> list[dict[str, Any]]:
         """The output messages in the sample buffer."""
@@ -126,13 +182,14 @@ class InProcessService:
         found: list[dict[str, Any]] = stores.documents.find(db, coll)
         return found
 
-    def emitted_files(self, directory: str) -> list[dict[str, Any]]:
-        """Every document the File sink wrote under `directory` of the root, in file order."""
+    def emitted_lines(self, directory: str) -> list[str]:
+        """Every line the File sink wrote under `directory` of the root, in file order (as
+        text: a line may nest deeper than Python's parser recurses)."""
         folder = self.root / directory
         if not folder.is_dir():
             return []
         return [
-            json.loads(line)
+            line
             for path in sorted(folder.glob("*.jsonl"))
             for line in path.read_text("utf-8").splitlines()
             if line.strip()
@@ -150,7 +207,8 @@ def in_process_service(tmp_path: Path) -> Iterator[InProcessService]:
         api_keys=[KEY],
         spark_master="local[2]",
         trigger_interval="100 milliseconds",
-        restart_attempts=0,
+        restart_attempts=3,
+        restart_backoff_seconds=0.2,
         stats_flush_seconds=3600,
     )
     settings.prepare_directories()
