@@ -126,12 +126,18 @@ _SUBTYPE = re.compile(r"[0-9a-fA-F]{1,2}\Z")
 
 
 def _shown(value: Any, limit: int = 60) -> str:
-    """A short JSON rendering of a value for a reason text; never raises."""
+    """A short JSON rendering of a value for a reason text; never raises, and is UTF-8 (a
+    lone surrogate is written as its escape)."""
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):
         text = repr(value)
+    text = _utf8(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _integer_problem(text: Any, key: str, low: int, high: int, what: str) -> str | None:
@@ -250,13 +256,13 @@ def wrapper_problem(obj: Mapping[str, Any]) -> str | None:
     if key == "$binary" and set(obj) == {"$binary", "$type"}:
         return _base64_problem(obj["$binary"], obj["$type"])
     if len(obj) != 1:
-        others = ", ".join(sorted(k for k in obj if k != key))
+        others = _utf8(", ".join(sorted(k for k in obj if k != key)))
         return f"{key} takes no other fields, got {others}"
     return _PROBLEMS[key](obj[key])
 
 
 def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
+    return _utf8(token.replace("~", "~0").replace("/", "~1"))
 
 
 def _walk_objects(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:

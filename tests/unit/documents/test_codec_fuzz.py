@@ -137,6 +137,9 @@ def test_the_source_checks_never_raise(doc: dict[str, Any]) -> None:
     text, error = source_record(raw)
     verdict = record_problem(raw)
     assert text is not None and (error is None or verdict == error)
+    text.encode("utf-8")  # Spark takes UTF-8 only: a reason naming a lone surrogate once
+    (error or "").encode("utf-8")  # failed the whole query
+    (verdict or "").encode("utf-8")
 
 
 DEPTHS = [99, 100, 101, 999, 1000, 1001, 5000]
