@@ -83,6 +83,12 @@ class InProcessService:
         started = self.client.post(f"/api/v1/processors/{name}:start")
         assert started.status_code == 200, started.text
 
+    def stop(self, *names: str) -> None:
+        """Stop processors (an idle query still polls its source: keep the load down)."""
+        for name in names:
+            stopped = self.client.post(f"/api/v1/processors/{name}:stop")
+            assert stopped.status_code == 200, stopped.text
+
     def ingest(
         self, connection: str, body: bytes, content_type: str = "application/x-ndjson"
     ) -> dict[str, Any]:
@@ -206,9 +212,9 @@ def in_process_service(tmp_path: Path) -> Iterator[InProcessService]:
         data_dir=data_dir,
         api_keys=[KEY],
         spark_master="local[2]",
-        trigger_interval="100 milliseconds",
-        restart_attempts=3,
-        restart_backoff_seconds=0.2,
+        trigger_interval="300 milliseconds",
+        restart_attempts=6,
+        restart_backoff_seconds=0.5,
         stats_flush_seconds=3600,
     )
     settings.prepare_directories()

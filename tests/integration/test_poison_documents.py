@@ -81,6 +81,7 @@ def test_a_poison_date_goes_to_the_dlq_and_the_rest_of_the_batch_is_delivered(
     svc.drain("dates")
     svc.assert_running("dates")
     assert [m["i"] for m in svc.outputs("dates")][-1] == 8
+    svc.stop("dates")
 
 
 def test_an_invalid_date_made_by_the_pipeline_names_what_is_wrong(svc: InProcessService) -> None:
@@ -113,6 +114,7 @@ def test_an_invalid_date_made_by_the_pipeline_names_what_is_wrong(svc: InProcess
     reasons = reasons_by(svc.dlq("made_dates"))
     assert reasons[2].endswith("date overflow: the date is outside the years 1 to 9999")
     assert reasons[3].endswith("$dateAdd overflowed")
+    svc.stop("made_dates")
 
 
 def test_merge_into_local_writes_the_good_documents_and_dead_letters_the_rest(
@@ -161,6 +163,7 @@ def test_merge_into_local_writes_the_good_documents_and_dead_letters_the_rest(
     stats = svc.stats("merge")
     assert stats["outputMessageCount"] == 2  # only what was written
     assert stats["dlqMessageCount"] == 6
+    svc.stop("merge")
 
 
 def test_invalid_utf8_goes_to_the_dlq_with_its_bytes_from_every_source(
