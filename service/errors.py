@@ -46,6 +46,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from pipeline_stages._base import Problem
 from pipeline_stages._problems import loc_to_path
@@ -302,9 +303,29 @@ def problems_from_request_error(exc: RequestValidationError) -> list[Problem]:
     problems = []
     for error in exc.errors():
         code = str(error.get("type", "invalid"))
-        message = str(error.get("msg", "invalid value"))
+        message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
         problems.append(Problem(code, request_path(error.get("loc", ())), message))
     return problems
+
+
+#: The methods `Allow` can name.
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers on the request's path (for `Allow`).
+
+    Starlette's own 405 names only the first route whose path matched; a path served by
+    several routes (`GET`, `PATCH` and `DELETE /processors/{name}`) allows all their methods.
+    """
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
 
 
 def install_handlers(app: FastAPI) -> None:
@@ -323,12 +344,18 @@ def install_handlers(app: FastAPI) -> None:
         return JSONResponse(body, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {400: "INVALID_BODY", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
             exc.status_code, "HTTP_ERROR"
         )
-        body = error_body(exc.status_code, code, str(exc.detail))
-        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        detail = str(exc.detail)
+        if exc.status_code == 405:
+            allowed = allowed_methods(request)
+            headers["Allow"] = ", ".join(allowed)
+            detail = f"{request.method} is not allowed here; use {', '.join(allowed)}"
+        body = error_body(exc.status_code, code, detail)
+        return JSONResponse(body, status_code=exc.status_code, headers=headers or None)
 
     async def _store(_: Request, exc: Exception) -> JSONResponse:
         log.warning("store error: %s", str(exc).split("\n", 1)[0][:500])

@@ -12,13 +12,23 @@ Two in-memory forms read it, and both go through this module:
 Dates follow the relaxed Extended JSON rule: an ISO string with an offset between the years
 1970 and 9999, `{"$numberLong": "<ms>"}` otherwise. A date outside what Python can hold
 (years 1 to 9999) is a `ValueError`, never an `OverflowError`: one document's content must
-not be able to stop a query.
+not be able to stop a query. The years 1 to 9999 are Sluice's date range everywhere: Spark's
+own (years 0 to 294247) is wider, so the language reads a date outside it as invalid too
+(`_mql.values.timestamp_from_ms`).
+
+`wrapper_problem` and `invalid_wrapper` say why an object is not valid Extended JSON for
+one of the wrapper keys Sluice reads (`WRAPPER_KEYS`); sources send such a document to the
+DLQ with that reason (`_connectors.sources.records`), and sinks decode with
+`from_relaxed_ejson(..., strict=True)`, which raises it instead of keeping the object.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Mapping
+import binascii
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
@@ -30,6 +40,19 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 #: The milliseconds of 0001-01-01 and of 9999-12-31T23:59:59.999, Python's date range.
 MIN_DATE_MS: Final = -62_135_596_800_000
 MAX_DATE_MS: Final = 253_402_300_799_999
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
+#: Decimal128's largest adjusted exponent (IEEE 754-2008 decimal128: Emax = 6144).
+DECIMAL128_MAX_EXPONENT: Final = 6144
+
+#: The Extended JSON wrapper keys Sluice reads: the stores (`$date`, `$oid`, `$binary`), Spark's
+#: type tags (`$date`, `$oid`, `$numberDecimal`, `$numberLong`) and the window runtime (these
+#: and `$numberInt`, `$numberDouble`).
+WRAPPER_KEYS: Final = frozenset(
+    {"$date", "$oid", "$binary", "$numberLong", "$numberInt", "$numberDouble", "$numberDecimal"}
+)
 
 
 def date_from_ms(epoch_ms: int) -> datetime:
@@ -95,6 +118,184 @@ def _long(text: Any) -> int:
     return int(text)
 
 
+# --------------------------------------------------------------------------- validation
+
+_INTEGER = re.compile(r"-?\d+\Z")
+_HEX_24 = re.compile(r"[0-9a-fA-F]{24}\Z")
+_SUBTYPE = re.compile(r"[0-9a-fA-F]{1,2}\Z")
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A short JSON rendering of a value for a reason text; never raises, and is UTF-8 (a
+    lone surrogate is written as its escape)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    text = _utf8(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _integer_problem(text: Any, key: str, low: int, high: int, what: str) -> str | None:
+    if not isinstance(text, str):
+        return f"{key} takes a string of digits, got {_shown(text)}"
+    if not _INTEGER.match(text):
+        return f"{key} {_shown(text)} is not an integer"
+    if not low <= int(text) <= high:
+        return f"{key} {_shown(text)} is outside the {what} range"
+    return None
+
+
+def _millis_problem(millis: int, shown: str) -> str | None:
+    if not MIN_DATE_MS <= millis <= MAX_DATE_MS:
+        return f"$date {shown} is outside the years 1 to 9999"
+    return None
+
+
+def _date_problem(inner: Any) -> str | None:
+    shown = _shown(inner)
+    if isinstance(inner, str):
+        try:
+            parsed = datetime.fromisoformat(inner.strip())
+        except ValueError:
+            return f"$date {shown} is not an ISO-8601 date"
+        if parsed.tzinfo is not None and parsed.utcoffset() is not None:
+            try:
+                parsed.astimezone(UTC)
+            except OverflowError:
+                return f"$date {shown} is outside the years 1 to 9999"
+        return None
+    if isinstance(inner, Mapping) and set(inner) == {"$numberLong"}:
+        text = inner["$numberLong"]
+        if _integer_problem(text, "$numberLong", INT64_MIN, INT64_MAX, "64-bit") is not None:
+            return f"$date {shown} is not a 64-bit integer number of milliseconds"
+        return _millis_problem(int(text), shown)
+    if isinstance(inner, bool) or not isinstance(inner, int | float):
+        return (
+            '$date takes an ISO-8601 string, {"$numberLong": "<milliseconds>"} or a number of '
+            f"milliseconds, got {shown}"
+        )
+    if isinstance(inner, float) and not inner.is_integer():
+        return f"$date {shown} is not a whole number of milliseconds"
+    return _millis_problem(int(inner), shown)
+
+
+def _oid_problem(inner: Any) -> str | None:
+    if isinstance(inner, str) and _HEX_24.match(inner):
+        return None
+    return f"$oid takes 24 hexadecimal digits, got {_shown(inner)}"
+
+
+def _binary_problem(inner: Any) -> str | None:
+    if not isinstance(inner, Mapping) or set(inner) != {"base64", "subType"}:
+        return f'$binary takes {{"base64": <text>, "subType": <hex>}}, got {_shown(inner)}'
+    return _base64_problem(inner["base64"], inner["subType"])
+
+
+def _base64_problem(data: Any, subtype: Any) -> str | None:
+    if not isinstance(subtype, str) or not _SUBTYPE.match(subtype):
+        return f"$binary subType {_shown(subtype)} is not one or two hexadecimal digits"
+    if not isinstance(data, str):
+        return f"$binary base64 takes a string, got {_shown(data)}"
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return f"$binary base64 {_shown(data)} is not base64"
+    return None
+
+
+def _double_problem(inner: Any) -> str | None:
+    if isinstance(inner, str):
+        try:
+            float(inner)
+        except ValueError:
+            pass
+        else:
+            return None
+    return f"$numberDouble takes a number as a string, got {_shown(inner)}"
+
+
+def _decimal_problem(inner: Any) -> str | None:
+    if not isinstance(inner, str):
+        return f"$numberDecimal takes a string, got {_shown(inner)}"
+    try:
+        value = Decimal(inner)
+    except InvalidOperation:
+        return f"$numberDecimal {_shown(inner)} is not a decimal number"
+    if value.is_finite() and value != 0 and value.adjusted() > DECIMAL128_MAX_EXPONENT:
+        return f"$numberDecimal {_shown(inner)} is outside the range of a 128-bit decimal"
+    return None
+
+
+_PROBLEMS: Final[dict[str, Callable[[Any], str | None]]] = {
+    "$date": _date_problem,
+    "$oid": _oid_problem,
+    "$binary": _binary_problem,
+    "$numberLong": lambda t: _integer_problem(t, "$numberLong", INT64_MIN, INT64_MAX, "64-bit"),
+    "$numberInt": lambda t: _integer_problem(t, "$numberInt", INT32_MIN, INT32_MAX, "32-bit"),
+    "$numberDouble": _double_problem,
+    "$numberDecimal": _decimal_problem,
+}
+
+
+def wrapper_problem(obj: Mapping[str, Any]) -> str | None:
+    """Why `obj` is not valid Extended JSON for a wrapper key it holds; None when it holds
+    none of `WRAPPER_KEYS` or is a valid wrapper.
+
+    A wrapper is an object with exactly one key (`$binary` also takes the legacy
+    `{"$binary": <base64>, "$type": <hex>}`).
+    """
+    found = [key for key in obj if key in WRAPPER_KEYS]
+    if not found:
+        return None
+    key = found[0]
+    if key == "$binary" and set(obj) == {"$binary", "$type"}:
+        return _base64_problem(obj["$binary"], obj["$type"])
+    if len(obj) != 1:
+        others = _utf8(", ".join(sorted(k for k in obj if k != key)))
+        return f"{key} takes no other fields, got {others}"
+    return _PROBLEMS[key](obj[key])
+
+
+def _escape(token: str) -> str:
+    return _utf8(token.replace("~", "~0").replace("/", "~1"))
+
+
+def _walk_objects(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every object inside `value` with its JSON pointer, without recursion (any depth)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, Mapping):
+            yield path, item
+            stack.extend((f"{path}/{_escape(str(k))}", v) for k, v in reversed(item.items()))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}/{i}", v) for i, v in reversed(list(enumerate(item))))
+
+
+def invalid_wrapper(value: Any) -> tuple[str, str] | None:
+    """`(JSON pointer, problem)` of the first invalid Extended JSON wrapper inside `value`
+    (parsed JSON), or None."""
+    for path, obj in _walk_objects(value):
+        problem = wrapper_problem(obj)
+        if problem is not None:
+            return path or "/", problem
+    return None
+
+
+class InvalidExtendedJson(ValueError):
+    """A document holds an object that is no valid Extended JSON wrapper (see `path`)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"invalid Extended JSON at {path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
 def _binary(inner: Any) -> bytes:
     if not isinstance(inner, Mapping) or inner.get("subType") != "00":
         raise ValueError("only $binary with subType 00 is supported")
@@ -124,16 +325,34 @@ _TYPED: Final[dict[str, Callable[[Any], Any]]] = {
 }
 
 
-def from_relaxed_ejson(value: Any) -> Any:
+def from_relaxed_ejson(value: Any, *, strict: bool = False) -> Any:
     """Parsed relaxed Extended JSON (`$date`, `$oid`, `$binary`) to the stored form.
 
     An object that is not a valid wrapper (`{"$oid": "nothex"}`, a date without an offset or
-    out of range) stays as it is: it is the user's data, not Extended JSON.
+    out of range) stays as it is: it is the user's data, not Extended JSON. With `strict`
+    (what the sinks use), such an object raises `InvalidExtendedJson` instead, and a `$date`
+    string without an offset is read in UTC, as Spark reads it.
     """
+    if strict:
+        found = invalid_wrapper(value)
+        if found is not None:
+            raise InvalidExtendedJson(*found)
+        return _strict_stored(value)
     if isinstance(value, Mapping):
         return decode_stored_object({k: from_relaxed_ejson(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
         return [from_relaxed_ejson(v) for v in value]
+    return value
+
+
+def _strict_stored(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        obj = {k: _strict_stored(v) for k, v in value.items()}
+        if len(obj) == 1 and "$date" in obj:
+            return parse_date(obj["$date"], require_offset=False)
+        return decode_stored_object(obj)
+    if isinstance(value, list | tuple):
+        return [_strict_stored(v) for v in value]
     return value
 
 

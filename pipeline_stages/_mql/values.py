@@ -43,6 +43,8 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._documents.ejson import MAX_DATE_MS, MIN_DATE_MS
+
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
@@ -262,9 +264,19 @@ def from_timestamp(col: Column) -> Column:
     return F.when(col.isNotNull(), F.to_variant_object(F.named_struct(F.lit("$date"), iso)))
 
 
+def timestamp_from_ms(millis: Column) -> Column:
+    """A Spark TIMESTAMP from milliseconds since the epoch; NULL outside the years 1 to 9999.
+
+    Never raises: `timestamp_millis` fails the whole query (ANSI `DATETIME_OVERFLOW`) beyond
+    Spark's range, and one document's value must not do that. The years 1 to 9999 are
+    Sluice's date range everywhere (`_documents.ejson.MIN_DATE_MS`).
+    """
+    return F.timestamp_millis(F.when(millis.between(MIN_DATE_MS, MAX_DATE_MS), millis))
+
+
 def from_epoch_ms(col: Column) -> Column:
-    """An MQL date from milliseconds since the epoch."""
-    return from_timestamp(F.timestamp_millis(col))
+    """An MQL date from milliseconds since the epoch (missing outside the years 1 to 9999)."""
+    return from_timestamp(timestamp_from_ms(col))
 
 
 def from_array(col: Column) -> Column:
@@ -373,7 +385,8 @@ def as_bool(value: Column, kind: Kind = None) -> Column:
 
 
 def as_timestamp(value: Column, kind: Kind = None) -> Column:
-    """The value as a Spark TIMESTAMP when it is an MQL date; NULL otherwise.
+    """The value as a Spark TIMESTAMP when it is an MQL date in the years 1 to 9999; NULL
+    otherwise.
 
     Accepts `{"$date": "<ISO>"}`, `{"$date": <epoch ms>}` and
     `{"$date": {"$numberLong": "<epoch ms>"}}`, the relaxed and canonical EJSON forms.
@@ -396,7 +409,9 @@ def as_timestamp(value: Column, kind: Kind = None) -> Column:
     # object with a `$date` key, which is what `kind_of` calls a date (`$date` is the first
     # wrapper `_object_kind` tests). Checking the kind too cost ~2 us per value (measured).
     del kind
-    return F.coalesce(F.timestamp_millis(millis), F.try_to_timestamp(iso))
+    parsed = F.try_to_timestamp(iso)
+    in_range = F.unix_millis(parsed).between(MIN_DATE_MS, MAX_DATE_MS)
+    return F.coalesce(timestamp_from_ms(millis), F.when(in_range, parsed))
 
 
 def as_epoch_ms(value: Column, kind: Kind = None) -> Column:

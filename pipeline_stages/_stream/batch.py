@@ -6,6 +6,12 @@ DLQ record ids are deterministic (processor, source position, operator), so a re
 overwrites rather than duplicates. A batch also carries the source's input counts when the
 engine read them inside the batch (`input`), so a writer can persist every count of the batch
 with the batch, before Spark commits it.
+
+A DLQ record holds the failed document under `doc`, except when no store could hold it
+there: a document nesting deeper than a BSON document may below `doc` (`BSON_MAX_DEPTH`,
+less the record's own level), or one that does not parse, is kept as its Extended JSON text
+under `docText` instead (`dlq_document`). The DLQ writer falls back to `docText` as well when
+its store refuses a record for its content.
 """
 
 from __future__ import annotations
@@ -14,7 +20,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
+
+from pipeline_stages._stream.json_text import BSON_MAX_DEPTH, nests_deeper_than
+
+#: The DLQ record field holding a document as Extended JSON text when `doc` cannot hold it.
+DOC_TEXT: Final = "docText"
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,17 @@ def iso_millis(moment: datetime) -> str:
     )
 
 
+def dlq_document(doc_json: str) -> dict[str, Any]:
+    """`{"doc": <document>}` for a DLQ record, or `{"docText": <its JSON text>}` when the
+    document nests too deeply for a BSON record or does not parse (see the module doc)."""
+    if nests_deeper_than(doc_json, BSON_MAX_DEPTH - 1):
+        return {DOC_TEXT: doc_json}
+    try:
+        return {"doc": json.loads(doc_json)}
+    except (ValueError, RecursionError):
+        return {DOC_TEXT: doc_json}
+
+
 def dlq_record(row: Any, *, processor: str, now: datetime) -> dict[str, Any]:
     """Atlas's DLQ document (§6.2) for one DLQ envelope row."""
     meta = json.loads(row["meta"]) if row["meta"] else {}
@@ -79,7 +101,7 @@ def dlq_record(row: Any, *, processor: str, now: datetime) -> dict[str, Any]:
         "operatorName": row["operator"],
     }
     if row["doc"] is not None:
-        record["doc"] = json.loads(row["doc"])
+        record.update(dlq_document(row["doc"]))
     record["processorName"] = processor
     record["dlqTime"] = {"$date": iso_millis(now)}
     if row["missed"] is not None:

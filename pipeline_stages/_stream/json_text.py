@@ -7,6 +7,11 @@ the text.
 
 `variant_json` renders a VARIANT the way Spark's `to_json` does, in Python, for the batch
 engine's late-document copies (`batch.engine.shipped_rows`).
+
+`json_depth` measures how deeply a JSON text nests without parsing it (no recursion, so any
+depth), against the two limits that matter: Spark's JSON parser reads at most
+`SPARK_MAX_DEPTH` levels, and a BSON document (a MongoDB collection, a DLQ record) holds at
+most `BSON_MAX_DEPTH`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import decimal
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from pyspark.sql.types import VariantVal
@@ -28,6 +34,41 @@ _STRING_OR_DECIMAL = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+\.\d+)(?![\deE.])')
 def _rewrite(match: re.Match[str]) -> str:
     number = match.group(1)
     return match.group(0) if number is None else number + "e0"
+
+
+#: The deepest nesting Spark's JSON parser reads (Jackson's default `maxNestingDepth`); a
+#: deeper record is not parsed, so it goes to the DLQ.
+SPARK_MAX_DEPTH: Final = 1000
+#: The deepest nesting of a BSON document MongoDB stores ("no more than 100 levels"): Sluice's
+#: collection sinks and DLQ records keep to it, on `local` as on a cluster.
+BSON_MAX_DEPTH: Final = 100
+
+#: A JSON string literal, unrolled (no alternation per character: fast on long strings).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: Opening brackets to 1, closing ones to -1 (as signed bytes); everything else is deleted.
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def json_depth(text: str) -> int:
+    """How many levels of objects and arrays `text` nests (`{}` is 1, a scalar 0).
+
+    The text is not parsed: brackets outside strings are counted, so any depth is measured
+    without recursion (malformed text gets a number too; it is not validated here).
+    """
+    if "{" not in text and "[" not in text:
+        return 0
+    outside = _STRING.sub("", text).encode("utf-8", "surrogatepass")
+    steps = memoryview(outside.translate(_STEPS, _NOT_BRACKETS)).cast("b")
+    return max(accumulate(steps), default=0)
+
+
+def nests_deeper_than(text: str, limit: int) -> bool:
+    """Whether `text` nests more than `limit` levels (see `json_depth`); cheap for most texts:
+    a text with at most `limit` opening brackets cannot."""
+    if text.count("{") + text.count("[") <= limit:
+        return False
+    return json_depth(text) > limit
 
 
 def prefer_double(text: str) -> str:

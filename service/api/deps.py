@@ -11,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.convertors import Convertor, register_url_convertor
 
 from service.auth import ApiKeyChecker
 from service.config.settings import Settings
@@ -64,6 +65,28 @@ ConnectionsDep = Annotated[ConnectionRegistry, Depends(get_connections)]
 IngestDep = Annotated[IngestService, Depends(get_ingest)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+class _NameSegment(Convertor[str]):
+    """A path segment without `:`: names never hold one, so `p1:start` is the action route of
+    `p1` and `PATCH /processors/p1:start` is a 405 of that route, not a bad name for
+    `PATCH /processors/{name}`."""
+
+    regex = "[^/:]+"
+
+    def convert(self, value: str) -> str:
+        """The segment as given."""
+        return value
+
+    def to_string(self, value: str) -> str:
+        """The segment as given."""
+        return value
+
+
+register_url_convertor("segment", _NameSegment())
+
+#: The path of a resource by name (`/{name}` without the action routes' `name:action`).
+BY_NAME = "/{name:segment}"
 
 ProcessorName = Annotated[
     str, Path(pattern=NAME_PATTERN, description="Processor name ([A-Za-z0-9_-]{1,64}).")

@@ -8,7 +8,12 @@ keys), and stats count each batch id once (`LiveStats`).
 Every processor keeps its recent output in the sample buffer (`sample` shows it, like an
 Atlas `sp.process`); a pipeline ending in `$merge`/`$emit` also hands each batch to its sink
 writer first (`pipeline_stages._connectors.sinks`), whose per-document failures join the batch's
-DLQ records (stored, sampled and counted like the others).
+DLQ records (stored, sampled and counted like the others); `outputMessageCount` counts only
+the documents the sink wrote.
+
+A document's content never fails a batch: the DLQ stores a record it cannot hold as it is
+with the document as Extended JSON text under `docText` instead of `doc` (`DlqWriter`). Only
+failures of the system (a store that cannot be reached, a full disk) fail a batch.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bson.errors import BSONError
+
 from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
-from pipeline_stages._stream.batch import BatchResult
+from pipeline_stages._stream.batch import DOC_TEXT, BatchResult
 from service.manager.stats import LiveStats
 from service.schemas.processors import nesting_depth
 from service.stores import DlqStore, DocumentStore, InvalidDocument, from_relaxed_ejson
@@ -80,7 +87,14 @@ class SampleBuffer:
             }
             for i, (kind, text) in enumerate(messages)
         ]
-        self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
+        try:
+            self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
+        except UnicodeEncodeError:
+            # Text no store holds (a lone surrogate): kept with the character escaped.
+            messages = [(kind, str(_utf8(text))) for kind, text in messages]
+            for doc, (_, text) in zip(docs, messages, strict=True):
+                doc["m"] = text
+            self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
         with self._lock:
             mirror = self._loaded()
             while mirror and mirror[-1][0] >= (generation, batch_id, 0):
@@ -160,12 +174,29 @@ def _message(kind: str, text: str) -> dict[str, Any]:
     return {"_dlqMessage": value} if kind == KIND_DLQ else value
 
 
+#: What a store raises for a record's content (a value it cannot encode, a document BSON
+#: cannot hold), as opposed to the store being unreachable, which fails the batch.
+CONTENT_ERRORS = (
+    InvalidDocument,
+    BSONError,
+    ValueError,
+    TypeError,
+    ArithmeticError,
+    RecursionError,
+    UnicodeError,
+)
+
+
 class DlqWriter:
     """Writes Atlas DLQ records (§6.2) to a DLQ collection, never failing on odd documents.
 
     The store is opened on the first write, inside the micro-batch: an unreachable DLQ
     (a `Cluster` connection that is down) is then a failure of the query, which the
     supervisor retries and finally reports on the processor, not an error of the start call.
+
+    A record the store refuses for its content is stored again in a safe form: its document
+    (and `_stream_meta`) as Extended JSON text, the document under `docText` instead of
+    `doc` (see `pipeline_stages._stream.batch`), so the record is never lost.
     """
 
     def __init__(
@@ -184,19 +215,28 @@ class DlqWriter:
     def write(self, records: Sequence[dict[str, Any]]) -> None:
         """Upsert the records (first write of an id wins, so replays are harmless)."""
         store = self._target()
-        docs = [self._prepare(record) for record in records]
+        docs = [self._prepared_or_text(record) for record in records]
         try:
             store.upsert_many(self._processor, docs)
-        except InvalidDocument:
-            # One odd document must not fail the batch: store it with `doc` as JSON text.
+        except CONTENT_ERRORS:
+            # One odd document must not fail the batch: store each on its own, in text form
+            # when the store refuses it.
             for record, doc in zip(records, docs, strict=True):
                 try:
                     store.upsert_many(self._processor, [doc])
-                except InvalidDocument as error:
+                except CONTENT_ERRORS as error:
                     log.warning(
-                        "DLQ record %s stored with its doc as text: %s", doc["_id"], error.message
+                        "DLQ record %s stored with its doc as text: %s",
+                        doc["_id"],
+                        getattr(error, "message", None) or str(error)[:200],
                     )
                     store.upsert_many(self._processor, [self._as_text(record)])
+
+    def _prepared_or_text(self, record: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._prepare(record)
+        except CONTENT_ERRORS:
+            return self._as_text(record)
 
     def _prepare(self, record: dict[str, Any]) -> dict[str, Any]:
         doc = from_relaxed_ejson(record)
@@ -207,11 +247,36 @@ class DlqWriter:
         return doc
 
     def _as_text(self, record: dict[str, Any]) -> dict[str, Any]:
-        doc = self._prepare({k: v for k, v in record.items() if k not in ("doc", "_stream_meta")})
-        for key in ("doc", "_stream_meta"):
-            if key in record:
-                doc[key] = json.dumps(record[key])
-        return doc
+        plain = {k: v for k, v in record.items() if k not in ("doc", "_stream_meta", DOC_TEXT)}
+        doc = self._prepare(plain)
+        if "_stream_meta" in record:
+            doc["_stream_meta"] = _json_text(record["_stream_meta"])
+        if "doc" in record:
+            doc[DOC_TEXT] = _json_text(record["doc"])
+        elif DOC_TEXT in record:
+            doc[DOC_TEXT] = _json_text(record[DOC_TEXT], keep_strings=True)
+        return _utf8(doc)
+
+
+def _utf8(value: Any) -> Any:
+    """`value` with every key and string made UTF-8 (a lone surrogate becomes `\\udXXX` text)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_utf8(k): _utf8(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_utf8(v) for v in value]
+    return value
+
+
+def _json_text(value: Any, *, keep_strings: bool = False) -> str:
+    """`value` as JSON text that any store holds (ASCII, so no lone surrogate survives)."""
+    if keep_strings and isinstance(value, str):
+        return str(_utf8(value))
+    try:
+        return json.dumps(value, ensure_ascii=True, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return json.dumps(f"<a {type(value).__name__} that JSON cannot hold>")
 
 
 class ProcessorWriter:
@@ -239,8 +304,8 @@ class ProcessorWriter:
     def write(self, batch: BatchResult) -> None:
         """Write one micro-batch (idempotent per batch id)."""
         # The sink first: its DLQ records (write errors) are then stored with the others.
-        apply_sink(self.sink, batch)
-        dlq_texts = [json.dumps(record) for record in batch.dlq]
+        unwritten = apply_sink(self.sink, batch)
+        dlq_texts = [_json_text(record) for record in batch.dlq]
         if batch.dlq and self.dlq is not None:
             self.dlq.write(batch.dlq)
         messages = [
@@ -252,9 +317,13 @@ class ProcessorWriter:
         self.sample.append(self.generation, batch.batch_id, messages)
         self.stats.record_batch(
             batch.batch_id,
-            output_sizes=[len(o.doc_json.encode()) for o in batch.outputs],
+            output_sizes=[
+                len(o.doc_json.encode("utf-8", "surrogatepass"))
+                for i, o in enumerate(batch.outputs)
+                if i not in unwritten
+            ],
             dlq_records=[
-                (str(record.get("operatorName", "")), len(text.encode()))
+                (str(record.get("operatorName", "")), len(text.encode("utf-8")))
                 for record, text in zip(batch.dlq, dlq_texts, strict=True)
             ],
             window_stats=batch.stats,

@@ -67,6 +67,13 @@ class SparkQueryHandle:
         error = self._query.exception()
         return None if error is None else str(error)
 
+    def drain(self) -> None:
+        """Return once every record its source holds now is processed and written (Spark's
+        `processAllAvailable`, then the sink's pending folds): how tests drive micro-batches
+        without waiting on the clock. Raises the query's error if it fails meanwhile."""
+        self._query.processAllAvailable()
+        self._sink.flush()
+
     def stop(self) -> None:
         """Stop the query and wait for its stream thread and the sink's last write."""
         self._query.stop()

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from pipeline_stages._connectors.sinks import kafka
 from pipeline_stages._connectors.sinks.collection_writer import CollectionEmitWriter
 from pipeline_stages._connectors.sinks.file_writer import FileEmitWriter
+from pipeline_stages._connectors.sinks.ids import unwritten_outputs
 from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
 from pipeline_stages._connectors.sinks.plans import (
     CollectionEmitPlan,
@@ -112,13 +113,16 @@ def _kafka_writer(plan: KafkaEmitPlan, resources: SinkResources, processor: str)
     return _KafkaAdapter(kafka.KafkaEmitWriter(dict(plan.options), connection, processor))
 
 
-def apply_sink(sink: SinkWriter | None, batch: BatchResult) -> None:
-    """Write the batch to `sink` and append its DLQ records to the batch (emission order)."""
+def apply_sink(sink: SinkWriter | None, batch: BatchResult) -> set[int]:
+    """Write the batch to `sink` and append its DLQ records to the batch (emission order);
+    returns the indexes of the outputs it did not write (`ids.unwritten_outputs`)."""
     if sink is None:
-        return
-    for record in sink.write(batch):
+        return set()
+    records = sink.write(batch)
+    for record in records:
         batch.order.append((KIND_DLQ, len(batch.dlq)))
         batch.dlq.append(record)
+    return unwritten_outputs(batch.outputs, records)
 
 
 def close_sink(sink: SinkWriter | None) -> None:

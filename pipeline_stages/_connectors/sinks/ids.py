@@ -12,12 +12,11 @@ numbered by its occurrence, which is stable because a batch's rows are sorted by
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pipeline_stages._stream.batch import Output, iso_millis, object_id
+from pipeline_stages._stream.batch import Output, dlq_document, iso_millis, object_id
 
 
 def effective_keys(outputs: Sequence[Output]) -> list[str]:
@@ -49,22 +48,41 @@ def sink_dlq_record(
 ) -> dict[str, Any]:
     """Atlas's DLQ document (§6.2) for a document a sink could not write.
 
-    The `_id` is deterministic, so the record of a replayed batch overwrites the first one.
-    `_stream_meta` is the document's own (sinks see documents, not their source metadata).
+    The `_id` is deterministic (`sink_record_id`), so the record of a replayed batch
+    overwrites the first one. `_stream_meta` is the document's own (sinks see documents, not
+    their source metadata). A document no DLQ record can hold is kept as text
+    (`dlq_document`).
     """
-    try:
-        doc: Any = json.loads(doc_json)
-    except ValueError:
-        doc = doc_json
+    held = dlq_document(doc_json)
+    doc = held.get("doc")
     meta = doc.get("_stream_meta") if isinstance(doc, dict) else None
     return {
-        "_id": {"$oid": object_id(processor, "sink", operator, key)},
+        "_id": {"$oid": sink_record_id(processor, operator, key)},
         "_stream_meta": meta if isinstance(meta, dict) else {},
         "errInfo": {"reason": reason},
         "operatorName": operator,
-        "doc": doc,
+        **held,
         "processorName": processor,
         "dlqTime": {"$date": iso_millis(now)},
+    }
+
+
+def sink_record_id(processor: str, operator: str, key: str) -> str:
+    """The DLQ record id of the output with effective key `key` that a sink did not write."""
+    return object_id(processor, "sink", operator, key)
+
+
+def unwritten_outputs(outputs: Sequence[Output], records: Sequence[dict[str, Any]]) -> set[int]:
+    """The indexes of `outputs` that a sink's DLQ `records` (`sink_dlq_record`) stand for:
+    the documents it did not write."""
+    ids = {r["_id"]["$oid"] for r in records if isinstance(r.get("_id"), dict)}
+    if not ids:
+        return set()
+    names = {(str(r.get("processorName")), str(r.get("operatorName"))) for r in records}
+    return {
+        index
+        for index, key in enumerate(effective_keys(outputs))
+        if any(sink_record_id(processor, operator, key) in ids for processor, operator in names)
     }
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bson import json_util
+from bson.errors import BSONError
 
 from pipeline_stages._documents.values import (
     INT32_MAX,
@@ -166,7 +167,22 @@ def _datetimes_to_iso(value: Any) -> Any:
 
 def encode_value(doc_json: str, *, output_format: str, date_format: str) -> bytes:
     """The message value: relaxed (as the sink got it) or canonical Extended JSON; with
-    `dateFormat: "ISO8601"` dates are plain ISO-8601 strings instead of `{"$date": ...}`."""
+    `dateFormat: "ISO8601"` dates are plain ISO-8601 strings instead of `{"$date": ...}`.
+
+    Raises:
+        EmitValueError: The document cannot be encoded so (a value the codec refuses, a date
+            outside what it holds, nesting deeper than it decodes): a document's fault.
+    """
+    try:
+        return _encode_value(doc_json, output_format=output_format, date_format=date_format)
+    except (ValueError, TypeError, ArithmeticError, RecursionError, KeyError, BSONError) as error:
+        raise EmitValueError(
+            f"the document cannot be written as {output_format} ({type(error).__name__}: "
+            f"{str(error)[:200]})"
+        ) from None
+
+
+def _encode_value(doc_json: str, *, output_format: str, date_format: str) -> bytes:
     if output_format == "relaxedJson" and date_format == "default":
         return doc_json.encode("utf-8")
     if output_format == "canonicalJson":

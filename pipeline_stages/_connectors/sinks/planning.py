@@ -22,6 +22,7 @@ from pipeline_stages._connectors.sinks.plans import (
     MergePlan,
     Name,
     SinkPlan,
+    namespace_problem,
 )
 from pipeline_stages._stream.context import ConnectionInfo
 
@@ -32,9 +33,21 @@ MERGE_TYPES = ("Local", "Cluster")
 KAFKA_WRITER_MODULE = "pipeline_stages._connectors.sinks.kafka"
 
 
+#: The client library the Kafka writer produces with.
+KAFKA_CLIENT_MODULE = "confluent_kafka"
+
+
 def kafka_writer_available() -> bool:
-    """Whether this build has the Kafka connector's `$emit` writer."""
-    return importlib.util.find_spec(KAFKA_WRITER_MODULE) is not None
+    """Whether this build has the Kafka connector's `$emit` writer and its client library
+    (without it a processor would start and fail at its first batch)."""
+    return all(_importable(module) for module in (KAFKA_WRITER_MODULE, KAFKA_CLIENT_MODULE))
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a None entry in sys.modules
+        return False
 
 
 def _connection(
@@ -93,11 +106,14 @@ def plan_merge(
         )
         return None
     on = spec.on if spec.on is not None else "_id"
+    db, coll = Name.of(spec.into.db, "into", "db"), Name.of(spec.into.coll, "into", "coll")
+    if not _namespace_ok(db, coll, body, problems):
+        return None
     return MergePlan(
         connection=name,
         connection_type=connection.type,
-        db=Name.of(spec.into.db, "into", "db"),
-        coll=Name.of(spec.into.coll, "into", "coll"),
+        db=db,
+        coll=coll,
         on=(on,) if isinstance(on, str) else tuple(on),
         when_matched=spec.when_matched,
         when_not_matched=spec.when_not_matched,
@@ -140,13 +156,29 @@ def plan_emit(
         if spec.timeseries is not None
         else None
     )
+    db, coll = Name.of(spec.db, "db"), Name.of(spec.coll, "coll")
+    if not _namespace_ok(db, coll, body, problems):
+        return None
     return CollectionEmitPlan(
         connection=connection.name,
         connection_type=kind,
-        db=Name.of(spec.db, "db"),
-        coll=Name.of(spec.coll, "coll"),
+        db=db,
+        coll=coll,
         timeseries=timeseries,
     )
+
+
+def _namespace_ok(db: Name, coll: Name, body: str, problems: ProblemCollector) -> bool:
+    """Check the literal names with the rule computed ones get per document
+    (`namespace_problem`); False (problem recorded) when one is refused."""
+    # A computed name stands in as a valid one, so each literal is checked on its own.
+    found = namespace_problem(db.literal or "db", coll.literal or "coll")
+    if found is None:
+        return True
+    bad_db = db.literal is not None and namespace_problem(db.literal, "coll") is not None
+    where = db if bad_db or coll.literal is None else coll
+    problems.error(join_path(body, *where.pointer), ProblemCode.INVALID_VALUE, found)
+    return False
 
 
 def _form(field: str) -> str:
@@ -170,8 +202,8 @@ def _kafka_plan(
         problems.error(
             name_path,
             ProblemCode.UNSUPPORTED_OPTION,
-            "$emit to a Kafka connection is not available in this build yet (the Kafka "
-            "connector's writer is missing); use a File or Cluster connection",
+            "writing Kafka needs confluent-kafka (pip install 'sluice[kafka]'), which is not "
+            "installed; use a File or Cluster connection, or install it",
         )
         return None
 

@@ -21,6 +21,38 @@ TARGET_META = SINK_TARGET_META
 #: The `local` database holding Sluice's own collections (sample buffers): no sink writes it.
 RESERVED_LOCAL_DB = "sluice"
 
+#: Characters a database name cannot hold (MongoDB's rule, which the stores apply too).
+_BAD_DB_CHARS = frozenset('/\\. "$\0')
+#: Characters a collection name cannot hold: MongoDB's `$` and NUL, and the path separators,
+#: which Sluice refuses so a name stays one file name wherever it is exported (`a/../b`).
+_BAD_COLL_CHARS = frozenset("$\0/\\")
+#: MongoDB's limit on `<db>.<coll>` in bytes.
+MAX_NAMESPACE_BYTES = 255
+
+
+def namespace_problem(db: str, coll: str) -> str | None:
+    """Why `db`.`coll` cannot be a sink's target collection, or None.
+
+    One rule for literal names (checked when the pipeline is compiled) and names computed per
+    document (checked by the writer, which sends the document to the DLQ).
+    """
+    for kind, name, bad, shown in (
+        ("database", db, _BAD_DB_CHARS, '/ \\ . space " $ or NUL'),
+        ("collection", coll, _BAD_COLL_CHARS, "$ / \\ or NUL"),
+    ):
+        if not name:
+            return f"the {kind} name is empty"
+        found = next((c for c in name if c in bad), None)
+        if found is not None:
+            return f"invalid {kind} name {name!r}: it holds {found!r} (no {shown} allowed)"
+    if len(db.encode()) > 63:
+        return f"invalid database name {db!r}: longer than 63 bytes"
+    if coll.startswith("system."):
+        return f"invalid collection name {coll!r}: 'system.' names are reserved"
+    if len(f"{db}.{coll}".encode()) > MAX_NAMESPACE_BYTES:
+        return f"the namespace {db}.{coll[:20]}... is longer than {MAX_NAMESPACE_BYTES} bytes"
+    return None
+
 
 @dataclass(frozen=True)
 class Name:

@@ -35,7 +35,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
-from pipeline_stages._stream.json_text import prefer_double
+from pipeline_stages._connectors.sources.records import source_record
 
 FORMAT = "sluice_change_stream"
 #: `_stream_meta.source.type` of change events (atlas-semantics.md §5).
@@ -134,7 +134,8 @@ def event_row(event: Mapping[str, Any], seq: int, *, full_document_only: bool) -
     if isinstance(key, Mapping) and "_id" in key:
         meta["documentKey"] = {"_id": key["_id"]}
     meta_text = json_util.dumps(meta, json_options=json_util.RELAXED_JSON_OPTIONS)
-    return (0, seq, prefer_double(text), ts_ms, meta_text)
+    raw, error = source_record(text)
+    return (0, seq, raw, ts_ms, meta_text, error)
 
 
 def rows_between(

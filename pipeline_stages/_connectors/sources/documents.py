@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
-from pipeline_stages._stream.json_text import prefer_double
+from pipeline_stages._connectors.sources.records import source_record
 
 FORMAT = "sluice_documents"
 
@@ -71,7 +71,8 @@ class DocumentsStreamReader(DataSourceStreamReader):
         assert isinstance(partition, _Range)  # noqa: S101 - Spark hands back our own partitions
         meta = json.dumps({"type": SOURCE_TYPE})
         for index in range(partition.start, partition.end):
-            yield (0, index, prefer_double(self.texts[index]), self.base_time_ms + index, meta)
+            text, error = source_record(self.texts[index])
+            yield (0, index, text, self.base_time_ms + index, meta, error)
 
 
 class DocumentsDataSource(RawRecordSource):

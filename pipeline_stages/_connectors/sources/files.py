@@ -31,7 +31,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._connectors.file_paths import PathEscapes, resolve_under
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
-from pipeline_stages._stream.json_text import prefer_double
+from pipeline_stages._connectors.sources.records import source_record
 
 FORMAT = "sluice_file"
 SOURCE_TYPE = "file"
@@ -188,12 +188,13 @@ class FileStreamReader(DataSourceStreamReader):
             stop = last if last >= 0 else _complete(lines)
             for number in range(first, min(stop, len(lines))):
                 seq += 1
-                text = lines[number].decode("utf-8", errors="replace")
-                if not text.strip():
+                line = lines[number]
+                if not line.strip():
                     continue
+                text, error = source_record(line)
                 path = os.path.join(self.relative, name) if self.relative else name
                 meta = json.dumps({"type": SOURCE_TYPE, "path": path, "line": number + 1})
-                yield (0, seq, prefer_double(text), end.ts, meta)
+                yield (0, seq, text, end.ts, meta, error)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: files are never deleted by Sluice."""

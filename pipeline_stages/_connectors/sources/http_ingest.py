@@ -14,7 +14,8 @@ from the checkpointed offset instead.
 A spool record's payload is `encode_record(raw, arrival_ms)`: the arrival time as 8 bytes
 (big-endian milliseconds) followed by the bytes as received. The arrival time is the
 document's event time when the pipeline has no `timeField`, and stays the same on replay.
-Payloads are passed through unparsed: invalid JSON reaches `ingest`, which sends it to the DLQ.
+Payloads are passed through unparsed: invalid JSON reaches `ingest`, which sends it to the DLQ;
+what Spark would misread (bytes that are not UTF-8, ...) is flagged first (`records`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
+from pipeline_stages._connectors.sources.records import source_record
 from pipeline_stages._connectors.sources.spool import Spool
-from pipeline_stages._stream.json_text import prefer_double
 
 FORMAT = "sluice_http_ingest"
 
@@ -105,9 +106,9 @@ class HttpIngestStreamReader(DataSourceStreamReader):
             raise TypeError(f"unexpected partition {partition!r}")
         for seq, payload in self._spool().read(self.connection, partition.start, partition.end):
             arrival_ms, raw = decode_record(payload)
-            text = raw.decode("utf-8", errors="replace")
+            text, error = source_record(raw)
             meta = json.dumps({"type": SOURCE_TYPE, "connectionName": self.connection, "seq": seq})
-            yield (0, seq, prefer_double(text), arrival_ms, meta)
+            yield (0, seq, text, arrival_ms, meta, error)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the spool keeps records for every reader (retention is separate)."""

@@ -1,7 +1,9 @@
 """From raw source records to a stream frame: parse, time-stamp, project metadata (§3.1, §5).
 
 Per document, in this order:
-1. the text must parse as a JSON object, else the record goes to the DLQ;
+1. the source must not have flagged the record (its `error` column: bytes that are not UTF-8,
+   an invalid Extended JSON wrapper, ...; see `sources.records`), and the text must parse as
+   a JSON object, else the record goes to the DLQ;
 2. the event time is `timeField` evaluated on the document (it must yield a date), else the
    source's own timestamp; a failing `timeField` sends the document to the DLQ;
 3. the event time is projected into `tsFieldName` (default `_ts`) and the source metadata into
@@ -40,7 +42,10 @@ from pipeline_stages._stream.frame import (
     Unstamped,
 )
 
-INVALID_JSON = "Failed to process input document with error: input is not a valid JSON object"
+SOURCE_REASON_PREFIX = "Failed to process input document with error: "
+INVALID_JSON = SOURCE_REASON_PREFIX + "input is not a valid JSON object"
+#: The raw column holding a source's own reason to send a record to the DLQ (`RAW_SCHEMA`).
+SOURCE_ERROR = "error"
 
 
 def variant_path(field: str) -> str:
@@ -66,16 +71,23 @@ def ingest(
     staged = raw.withColumn("__parsed", F.try_parse_json(F.col("raw")))
     staged = staged.withColumn("__is_object", V.is_plain_object(F.col("__parsed")))
     parsed, is_object = F.col("__parsed"), F.col("__is_object")
+    # The source's own verdict (`records.source_record`) comes first; frames built without
+    # the column (benchmarks) have none.
+    source_error = F.col(SOURCE_ERROR) if SOURCE_ERROR in raw.columns else F.lit(None)
+    reason = (
+        F.when(source_error.isNotNull(), F.concat(F.lit(SOURCE_REASON_PREFIX), source_error))
+        .when(is_object, F.lit(None))
+        .otherwise(F.lit(INVALID_JSON))
+        .cast("string")
+    )
     df = staged.select(
         F.col(PART),
         F.col(SEQ),
         F.col("source_ts_ms").alias(EVENT_MS),
         F.when(is_object, parsed).otherwise(F.col("raw").cast("variant")).alias(DOC),
         F.parse_json(F.concat(F.lit('{"source":'), F.col("meta"), F.lit("}"))).alias(META),
-        F.when(is_object, F.lit(None).cast("string"))
-        .otherwise(F.lit(INVALID_JSON))
-        .alias(DLQ_REASON),
-        F.when(is_object, F.lit(None).cast("string"))
+        reason.alias(DLQ_REASON),
+        F.when(reason.isNull(), F.lit(None).cast("string"))
         .otherwise(F.lit(operator))
         .alias(DLQ_OPERATOR),
         F.lit(KIND_OUTPUT).alias(KIND),
@@ -113,7 +125,16 @@ def _apply_time_field(
     result = compile_expression(time_field, scope, path, problems)
     value = scope.bind(result.value)
     millis = scope.bind(V.as_epoch_ms(value))
-    not_a_date = F.concat(F.lit("timeField must evaluate to a date, got "), V.mql_type(value))
+    kind = scope.bind(V.mql_type(value))
+    # A `{"$date": ...}` Spark cannot read is a date by its tag: say what is wrong with it.
+    not_a_date = F.when(
+        kind == "date",
+        F.concat(
+            F.lit("timeField must evaluate to a valid date, got "),
+            F.to_json(value),
+            F.lit(" (not a date in the years 1 to 9999)"),
+        ),
+    ).otherwise(F.concat(F.lit("timeField must evaluate to a date, got "), kind))
     error = scope.bind(F.coalesce(result.error_or_null(), F.when(millis.isNull(), not_a_date)))
     frame = frame.prepared(scope)
     # Atlas puts the bare expression error in the DLQ reason for timeField failures (§6.3).

@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from pipeline_stages._connectors.sources import kafka_offsets as K
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
-from pipeline_stages._stream.json_text import prefer_double
+from pipeline_stages._connectors.sources.records import source_record
 
 FORMAT = "sluice_kafka"
 
@@ -63,6 +63,7 @@ def _arrow_schema() -> Any:
             ("raw", pa.string()),
             ("source_ts_ms", pa.int64()),
             ("meta", pa.string()),
+            ("error", pa.string()),
         ]
     )
 
@@ -228,7 +229,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         stalled_since = time.monotonic()
         try:
             while nxt < partition.end:
-                rows: list[list[Any]] = [[], [], [], [], []]
+                rows: list[list[Any]] = [[], [], [], [], [], []]
                 for message in consumer.consume(min(10_000, partition.end - nxt), 1.0):
                     error = message.error()
                     if error is not None:
@@ -309,7 +310,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         rows[0].append(partition.part)
         rows[1].append(message.offset())
         # A null value (tombstone) stays null: not a JSON object, so it goes to the DLQ.
-        rows[2].append(None if value is None else prefer_double(value.decode("utf-8", "replace")))
+        raw, error = source_record(value)
+        rows[2].append(raw)
         rows[3].append(0 if kind == TIMESTAMP_NOT_AVAILABLE else ts_ms)
         rows[4].append(
             K.source_meta(
@@ -322,6 +324,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 key_format_error=self.key_format_error,
             )
         )
+        rows[5].append(error)
 
 
 class KafkaDataSource(RawRecordSource):

@@ -39,9 +39,9 @@ from pipeline_stages._connectors.sources.kafka import (
     KafkaStreamReader,
 )
 from pipeline_stages._connectors.sources.raw_source import RAW_SCHEMA
+from pipeline_stages._connectors.sources.records import source_record
 from pipeline_stages._stream.context import SourcePlan
 from pipeline_stages._stream.frame import META, StreamFrame
-from pipeline_stages._stream.json_text import prefer_double
 
 BACKEND_CONF = "spark.sluice.kafka.backend"
 _PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
@@ -204,6 +204,7 @@ def _native_to_raw(topics: list[str], key_format: str, key_format_error: str) ->
         for batch in batches:
             cols = batch.to_pydict()
             n = batch.num_rows
+            records = [source_record(v) for v in cols["value"]]
             yield pa.RecordBatch.from_pydict(
                 {
                     "part": [
@@ -211,10 +212,7 @@ def _native_to_raw(topics: list[str], key_format: str, key_format_error: str) ->
                         for t, p in zip(cols["topic"], cols["partition"], strict=True)
                     ],  # fmt: skip
                     "seq": cols["offset"],
-                    "raw": [
-                        None if v is None else prefer_double(v.decode("utf-8", "replace"))
-                        for v in cols["value"]
-                    ],  # fmt: skip
+                    "raw": [raw for raw, _ in records],
                     "source_ts_ms": [int(ts.timestamp() * 1000) for ts in cols["timestamp"]],
                     "meta": [
                         K.source_meta(
@@ -228,6 +226,7 @@ def _native_to_raw(topics: list[str], key_format: str, key_format_error: str) ->
                         )
                         for i in range(n)
                     ],
+                    "error": [error for _, error in records],
                 },
                 schema=pa.schema(
                     [
@@ -236,6 +235,7 @@ def _native_to_raw(topics: list[str], key_format: str, key_format_error: str) ->
                         ("raw", pa.string()),
                         ("source_ts_ms", pa.int64()),
                         ("meta", pa.string()),
+                        ("error", pa.string()),
                     ]
                 ),
             )

@@ -13,7 +13,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 #: The row every source yields (see the package docstring for the fields).
-RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING"
+RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING, error STRING"
 
 
 class StreamReaderClass(Protocol):

@@ -85,7 +85,7 @@ class SampleSolarStreamReader(DataSourceStreamReader):
         for seq in range(partition.start, partition.end):
             event_ms = partition.start_ms + int(seq * 1000 / partition.rate)
             doc = prefer_double(json.dumps(solar_document(seq, event_ms)))
-            yield (0, seq, doc, event_ms, meta)
+            yield (0, seq, doc, event_ms, meta, None)
 
 
 class SampleSolarDataSource(RawRecordSource):

@@ -4,7 +4,8 @@ Tests and the Spark conformance executor drive a query with it: each call to `wr
 writes the next batch file atomically, and the query's next micro-batch reads exactly that
 file, so batch boundaries are under the caller's control and nothing waits on a wall clock.
 
-A batch row is `[part, seq, raw, source_ts_ms, meta]` (`RAW_SCHEMA`). A row whose `part` is
+A batch row is `[part, seq, raw, source_ts_ms, meta]` (`RAW_SCHEMA` without `error`, which the
+reader fills in as every source does: `records.source_record`). A row whose `part` is
 `CLOCK_PART` is a *clock row*: its `source_ts_ms` is a virtual processing time, which the
 window operator reads instead of the wall clock when it is compiled with a test clock (see
 `runtime.config.WindowSource.test_clock`). A batch holding only a clock row is "time passes
@@ -23,7 +24,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
-from pipeline_stages._stream.json_text import prefer_double
+from pipeline_stages._connectors.sources.records import source_record
 
 FORMAT = "sluice_scripted"
 
@@ -77,7 +78,8 @@ class ScriptedStreamReader(DataSourceStreamReader):
         if not isinstance(partition, _Batch):
             raise TypeError(f"unexpected partition {partition!r}")
         for part, seq, raw, ts, meta in json.loads(Path(partition.path).read_text("utf-8")):
-            yield (int(part), int(seq), None if raw is None else prefer_double(raw), int(ts), meta)
+            text, error = source_record(raw)
+            yield (int(part), int(seq), text, int(ts), meta, error)
 
 
 class ScriptedDataSource(RawRecordSource):

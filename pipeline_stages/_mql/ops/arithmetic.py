@@ -101,7 +101,8 @@ def add(ctx: Ctx) -> Expr:
         date_total = F.try_add(date_total, part)
     date_total = ctx.bind(date_total)
     any_date, any_double = _any(args, ("date",)), _any(args, FLOATING)
-    overflow = F.when(any_date & date_total.isNull(), F.lit("date overflow"))
+    out_of_range = date_total.isNull() | ~date_total.between(V.MIN_DATE_MS, V.MAX_DATE_MS)
+    overflow = F.when(any_date & out_of_range, F.lit("date overflow"))
     number = F.when(any_double, V.from_double(double_sum)).otherwise(
         _integral_or_double(long_sum, double_sum)
     )
@@ -145,7 +146,12 @@ def subtract(ctx: Ctx) -> Expr:
                 lhs_date & ~rhs_is_date & ~rhs.kind_in(ANY_NUMBER),
                 message("can't $subtract ", kind_text(rhs), " from Date"),
             ),
-            (lhs_date & ~rhs_is_date & date_minus.isNull(), F.lit("date overflow")),
+            (
+                lhs_date
+                & ~rhs_is_date
+                & (date_minus.isNull() | ~date_minus.between(V.MIN_DATE_MS, V.MAX_DATE_MS)),
+                F.lit("date overflow"),
+            ),
             (~lhs_date, message("can't $subtract ", kind_text(rhs), " from ", kind_text(lhs))),
         ]
     )

@@ -243,6 +243,10 @@ def _to_bool(a: Arg) -> tuple[Column, Column]:
     return V.from_bool(value), F.lit(None).cast("string")
 
 
+#: `$toDate` of a number of milliseconds beyond Sluice's date range.
+DATE_OVERFLOW = "date overflow: the date is outside the years 1 to 9999"
+
+
 def _to_date(a: Arg, bind: Callable[[Column], Column]) -> tuple[Column, Column]:
     text = V.as_string(a.value, a.k)
     x = V.as_double(a.value, a.k)
@@ -250,17 +254,25 @@ def _to_date(a: Arg, bind: Callable[[Column], Column]) -> tuple[Column, Column]:
         F.substr(F.try_variant_get(a.value, '$["$oid"]', "string"), F.lit(1), F.lit(8)), 16, 10
     ).try_cast("bigint")
     parsed = bind(parse_date_string(text))
+    from_number = bind(V.timestamp_from_ms(x.try_cast("bigint")))
     value = when_all(
         [
             (a.kind_in(("date",)), V.as_timestamp(a.value, "date")),
-            (a.kind_in(("long", "double", "decimal")), F.timestamp_millis(x.try_cast("bigint"))),
+            (a.kind_in(("long", "double", "decimal")), from_number),
             (a.kind_in(("string",)), parsed),
             (a.kind_in(("objectId",)), F.timestamp_seconds(oid_seconds)),
         ]
     )
     failure = when_all(
         [
-            (a.kind_in(("double", "decimal")), _double_to_integer_error(x, -(2.0**63), 2.0**63)),
+            (
+                a.kind_in(("double", "decimal")),
+                F.coalesce(
+                    _double_to_integer_error(x, -(2.0**63), 2.0**63),
+                    F.when(x.isNotNull() & from_number.isNull(), F.lit(DATE_OVERFLOW)),
+                ),
+            ),
+            (a.kind_in(("long",)) & from_number.isNull(), F.lit(DATE_OVERFLOW)),
             (a.kind_in(("string",)) & parsed.isNull(), parse_error(text)),
             (
                 ~a.kind_in(("date", "long", "double", "decimal", "string", "objectId")),

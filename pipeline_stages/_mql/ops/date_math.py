@@ -93,7 +93,7 @@ def _add_units(ts: Column, unit: str, amount: Column, zone: Zone) -> Column:
     """`ts` plus `amount` units (NULL when the result overflows)."""
     if unit in UNIT_MS:
         millis = F.try_add(F.unix_millis(ts), F.try_multiply(amount, F.lit(UNIT_MS[unit])))
-        return F.timestamp_millis(millis)
+        return V.timestamp_from_ms(millis)
     local = to_local(ts, zone)
     if unit in DAY_UNITS:
         days = F.try_multiply(amount, F.lit(DAY_UNITS[unit]))
@@ -103,7 +103,8 @@ def _add_units(ts: Column, unit: str, amount: Column, zone: Zone) -> Column:
         months = F.try_multiply(amount, F.lit(MONTH_UNITS[unit]))
         fits = months.between(-(2**31), 2**31 - 1)
         shifted = F.try_add(local, F.make_ym_interval(F.lit(0), F.when(fits, months).cast("int")))
-    return from_local(shifted, zone)
+    moved = from_local(shifted, zone)
+    return F.when(F.unix_millis(moved).between(V.MIN_DATE_MS, V.MAX_DATE_MS), moved)
 
 
 def _date_arith(ctx: Ctx) -> Expr:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
+from pydantic import BeforeValidator
 
 from service.api import present
 from service.api.deps import ManagerDep, ProcessorName
@@ -19,8 +21,21 @@ Reason = Annotated[str | None, Query(max_length=10_000, description="errInfo.rea
 Operator = Annotated[
     str | None, Query(alias="operatorName", max_length=200, description="operatorName, exactly")
 ]
-From = Annotated[datetime | None, Query(alias="from", description="dlqTime >= from")]
-To = Annotated[datetime | None, Query(alias="to", description="dlqTime < to")]
+
+
+def _date_time_text(value: Any) -> Any:
+    """Only ISO-8601 text: pydantic would read `0.5` or `1700000000` as Unix seconds."""
+    if not isinstance(value, str) or _NUMBER.fullmatch(value.strip()):
+        raise ValueError(
+            f"must be an ISO-8601 date-time such as 2024-01-01T00:00:00Z, got {value!r}"
+        )
+    return value
+
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
+From = Annotated[DateTimeText | None, Query(alias="from", description="dlqTime >= from (ISO-8601)")]
+To = Annotated[DateTimeText | None, Query(alias="to", description="dlqTime < to (ISO-8601)")]
 Filter = Annotated[
     str | None, Query(alias="filter", max_length=100_000, description="MQL filter (JSON)")
 ]

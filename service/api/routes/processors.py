@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Query, Response
 from pydantic import AfterValidator
 
 from service.api import present
-from service.api.deps import ManagerDep, ProcessorName
+from service.api.deps import BY_NAME, ManagerDep, ProcessorName
 from service.schemas.processors import (
     ProcessorCreate,
     ProcessorModify,
@@ -48,13 +48,13 @@ def list_processors(
     return {"results": [present.processor(manager, r) for r in records], "totalCount": total}
 
 
-@router.get("/{name}", response_model=ProcessorPublic, responses=present.errors(404))
+@router.get(BY_NAME, response_model=ProcessorPublic, responses=present.errors(404))
 def get_processor(name: ProcessorName, manager: ManagerDep) -> dict[str, Any]:
     """One processor with its state and stats."""
     return present.processor(manager, manager.get(name))
 
 
-@router.patch("/{name}", response_model=ProcessorPublic, responses=present.errors(404, 409, 503))
+@router.patch(BY_NAME, response_model=ProcessorPublic, responses=present.errors(404, 409, 503))
 def modify_processor(
     name: ProcessorName, body: ProcessorModify, manager: ManagerDep
 ) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def modify_processor(
     return present.processor(manager, record, warnings)
 
 
-@router.delete("/{name}", status_code=204, response_class=Response, responses=present.errors(404))
+@router.delete(BY_NAME, status_code=204, response_class=Response, responses=present.errors(404))
 def delete_processor(name: ProcessorName, manager: ManagerDep) -> Response:
     """Stop (if started) and delete a processor with its checkpoints and state."""
     manager.drop(name)

@@ -94,7 +94,8 @@ def event(n: int) -> dict[str, object]:
 
 
 def test_event_rows_carry_relaxed_json_wall_time_and_atlas_metadata() -> None:
-    part, seq, raw, ts_ms, meta = event_row(event(5), 9, full_document_only=False)
+    part, seq, raw, ts_ms, meta, error = event_row(event(5), 9, full_document_only=False)
+    assert error is None
     assert (part, seq, ts_ms) == (0, 9, 1704067205000)
     doc = json.loads(raw)
     assert doc["operationType"] == "insert"

@@ -1,0 +1,204 @@
+"""What a source checks in a record before Spark parses it, and whether a record will reach the
+pipeline at all.
+
+Spark parses each record (`sources.ingest`) and sends what it cannot read to the DLQ: text
+that is not one JSON object, `NaN`, duplicate keys, lone surrogates, nesting deeper than
+`SPARK_MAX_DEPTH`. Some records Spark would read *wrongly* instead, so every source checks
+them first (`source_record`) and hands the reason over in the row's `error` column, which
+sends the record to the DLQ with it:
+
+* bytes that are not UTF-8: Spark would replace them with U+FFFD (several such records were
+  once grouped under one "\\ufffd\\ufffd\\ufffd" key). The record's `raw` becomes
+  `{"$binary": {"base64": <the bytes>, "subType": "00"}}`, so the DLQ record holds the bytes
+  as received (its `doc` is that binary value);
+* an Extended JSON wrapper Sluice reads that is not valid (`{"$date": "garbage"}`, a date
+  outside the years 1 to 9999, `{"$numberDecimal": "x"}`, `{"$oid": 1}`: see
+  `_documents.ejson.wrapper_problem`): Spark would carry it as a date, a decimal or an id
+  it cannot read, and a sink would fail on it or store it as an ordinary object;
+* a number beyond a double's range (`1e400`, or an integer of 309 digits and more): Spark
+  would carry it as the string `"Infinity"`;
+* text after the object (`{"a": 1} x`): Spark would read the object and drop the rest.
+
+Only records that can hold such things are parsed here (they contain `"$`, a large exponent
+or do not end with `}`), so plain documents cost a UTF-8 check and two substring scans.
+
+`record_problem` is the whole verdict on a record (these checks and what Spark rejects), in
+plain Python: the HttpIngest endpoint counts the records it will send to the DLQ with it
+(`invalid`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any, Final
+
+from pipeline_stages._documents.ejson import invalid_wrapper
+from pipeline_stages._stream.json_text import SPARK_MAX_DEPTH, json_depth, prefer_double
+
+#: `{"$binary": ...}` has no number literal and no `.`: `prefer_double` leaves it alone.
+NOT_UTF8: Final = "input is not valid UTF-8"
+NOT_AN_OBJECT: Final = "input is not a valid JSON object"
+
+#: An exponent of 300 or more (with or without sign or leading zeros), or 300 digits in a
+#: row: the number may be beyond a double's range. Matched inside strings too (the check
+#: that follows parses).
+_LARGE_NUMBER = re.compile(r"[eE]\+?0*(?:[3-9]\d\d|\d{4,})|\d{300}")
+#: Decimal digits a double holds the magnitude of (1e308; DBL_MAX is 1.8e308).
+_DOUBLE_DIGITS = 309
+#: The top-level keys that make Spark read a document as a wrapper (`_mql.values._WRAPPERS`).
+_SPARK_WRAPPERS: Final = ("$date", "$oid", "$numberDecimal", "$numberLong")
+
+
+def binary_json(data: bytes) -> str:
+    """The relaxed Extended JSON of `data` as a binary value (subtype 0)."""
+    encoded = base64.b64encode(data).decode("ascii")
+    return json.dumps({"$binary": {"base64": encoded, "subType": "00"}})
+
+
+def source_record(data: bytes | str | None) -> tuple[str | None, str | None]:
+    """`(raw, error)` of one record for a source's row (see the module docstring).
+
+    `raw` is the text for Spark (fractional literals kept doubles: `prefer_double`); `error`
+    is None, or why the record goes to the DLQ (Spark's parse may add reasons of its own).
+    """
+    if data is None:
+        return None, None
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            where = f"byte 0x{data[error.start]:02x} at offset {error.start}"
+            return binary_json(data), f"{NOT_UTF8} ({where})"
+    else:
+        text = data
+    return prefer_double(text), _content_problem(text)
+
+
+def _content_problem(text: str) -> str | None:
+    """What Spark would read wrongly in `text` (see the module docstring); None if nothing."""
+    tail = text.rstrip()
+    ends_as_object = tail.endswith("}")
+    if '"$' not in text and ends_as_object and not _LARGE_NUMBER.search(text):
+        return None
+    overflow: list[str] = []
+    try:
+        value = json.loads(
+            text, parse_float=_checked_float(overflow), parse_int=_checked_int(overflow)
+        )
+    except (ValueError, RecursionError):
+        # Not JSON (Spark refuses it too), or too deep to parse here (Spark decides).
+        return None if ends_as_object or not tail.lstrip().startswith("{") else NOT_AN_OBJECT
+    if overflow:
+        shown = (
+            overflow[0]
+            if len(overflow[0]) <= 40
+            else f"{overflow[0][:20]}… ({len(overflow[0])} characters)"
+        )
+        return f"number {shown} is beyond the range of a double"
+    found = invalid_wrapper(value)
+    if found is not None:
+        path, problem = found
+        return f"invalid Extended JSON at {path}: {problem}"
+    return None
+
+
+def _checked_float(overflow: list[str]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if math.isinf(value) and not overflow:
+            overflow.append(text)
+        return value
+
+    return parse
+
+
+def _checked_int(overflow: list[str]) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if len(text.lstrip("-")) > _DOUBLE_DIGITS or (
+            len(text.lstrip("-")) == _DOUBLE_DIGITS and math.isinf(float(text))
+        ):
+            if not overflow:
+                overflow.append(text)
+            return 0  # never converted: Python refuses integers of more than 4300 digits
+        return int(text)
+
+    return parse
+
+
+class _Rejected(ValueError):
+    """A strict parse found what Spark's parser refuses."""
+
+
+def _no_constants(name: str) -> Any:
+    raise _Rejected(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Rejected(f"duplicate key {json.dumps(key)}")
+            seen.add(key)
+    return obj
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts: list[str] = [item]
+        elif isinstance(item, dict):
+            texts = list(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+            continue
+        else:
+            continue
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:
+                return f"\\u{ord(text[error.start]):04x}"
+    return None
+
+
+def record_problem(data: bytes) -> str | None:
+    """Why the pipeline will send this record to the DLQ at its source, or None.
+
+    The sources' own checks (`source_record`), then what Spark's parser refuses: text that is
+    not one JSON object, `NaN`/`Infinity`, duplicate keys, lone surrogates, nesting deeper
+    than `SPARK_MAX_DEPTH` levels, and an object Spark reads as a wrapper at the top level.
+    """
+    text, error = source_record(data)
+    if error is not None:
+        return error
+    assert text is not None  # noqa: S101 - bytes in, text out
+    try:
+        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+    except _Rejected as rejected:
+        return f"{NOT_AN_OBJECT} ({rejected})"
+    except RecursionError:
+        depth = json_depth(text)
+        if depth > SPARK_MAX_DEPTH:
+            return f"{NOT_AN_OBJECT} (it nests {depth} levels; at most {SPARK_MAX_DEPTH} are read)"
+        # Deeper than Python parses here, within what Spark reads: Spark decides the rest.
+        return None if text.lstrip().startswith("{") else NOT_AN_OBJECT
+    except ValueError:
+        return NOT_AN_OBJECT
+    if not isinstance(value, dict) or any(key in value for key in _SPARK_WRAPPERS):
+        return NOT_AN_OBJECT
+    surrogate = _lone_surrogate(value)
+    if surrogate is not None:
+        return f"{NOT_AN_OBJECT} (lone surrogate {surrogate} is not Unicode text)"
+    depth = json_depth(text)
+    if depth > SPARK_MAX_DEPTH:
+        return f"{NOT_AN_OBJECT} (it nests {depth} levels; at most {SPARK_MAX_DEPTH} are read)"
+    return None
