@@ -45,6 +45,12 @@ _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
 _DECODER = json.JSONDecoder()
 
 
+def _skip_space(text: str, at: int) -> int:
+    """The index of the first non-blank character at or after `at`."""
+    match = _SPACE.match(text, at)
+    return match.end() if match else at
+
+
 def split_lines(body: bytes) -> list[bytes]:
     """NDJSON records: non-blank lines, without their line ending."""
     return [line.rstrip(b"\r") for line in body.split(b"\n") if line.strip()]
@@ -59,7 +65,7 @@ def split_json(body: bytes) -> list[bytes]:
         ValueError: The body is not JSON (the message says where).
     """
     text = body.decode("utf-8")
-    start = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
+    start = _skip_space(text, 0)
     if not text.startswith("[", start):
         try:
             json.loads(text)
@@ -75,23 +81,23 @@ def split_json(body: bytes) -> list[bytes]:
 
 
 def _only_space_after(text: str, end: int) -> None:
-    rest = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+    rest = _skip_space(text, end)
     if rest != len(text):
         raise ValueError(f"extra data after the JSON value at char {rest}")
 
 
 def _cut_elements(text: str, start: int) -> tuple[list[str], int]:
     """The array's elements at `start` (with the stdlib's parser) and the end of the array."""
-    i = _SPACE.match(text, start + 1).end()  # type: ignore[union-attr]
+    i = _skip_space(text, start + 1)
     if text.startswith("]", i):
         return [], i + 1
     records: list[str] = []
     while True:
         _, end = _DECODER.raw_decode(text, i)
         records.append(text[i:end])
-        i = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+        i = _skip_space(text, end)
         if text.startswith(",", i):
-            i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+            i = _skip_space(text, i + 1)
         elif text.startswith("]", i):
             return records, i + 1
         else:
