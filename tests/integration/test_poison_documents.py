@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from pipeline_stages._stream.envelope import UNREADABLE_RESULT
+from tests.fuzz_values import deep_text
 from tests.integration.service_harness import InProcessService, in_process_service
 
 pytestmark = pytest.mark.spark
@@ -193,3 +195,42 @@ def test_invalid_utf8_goes_to_the_dlq_with_its_bytes_from_every_source(
                 (base64.b64encode(bad[2]).decode(), SOURCE_ERROR + NOT_UTF8 + "0xe9 at offset 10)"),
             ]
         )
+
+
+def test_deep_documents_in_a_window_never_stop_the_query(svc: InProcessService) -> None:
+    svc.add_ingest("windowed")
+    window = {
+        "interval": {"size": 1, "unit": "second"},
+        "pipeline": [{"$group": {"_id": None, "docs": {"$push": "$$ROOT"}, "n": {"$count": {}}}}],
+    }
+    pipeline = [
+        {"$source": {"connectionName": "windowed", "timeField": "$t"}},
+        {"$tumblingWindow": window},
+    ]
+    svc.create_and_start("deep_window", pipeline)
+
+    def at(second: int, x: str) -> bytes:
+        return b'{"t": {"$date": "2024-01-01T00:00:%02d.000Z"}, "x": %s}' % (second, x.encode())
+
+    # Decoding the 600-level document for `$push` overflowed Python's recursion limit and
+    # failed the query; the result holding the 999-level one nests past what Spark reads.
+    # One micro-batch each: a batch closes the windows the previous ones' watermark passed.
+    # (Windows close once the watermark passes their end and the allowed lateness.)
+    batches = [[at(1, "1"), at(1, deep_text(600)), at(1, deep_text(999))], [at(2, '"a"')],
+               [at(3, deep_text(600))], [at(30, '"b"')], [at(59, '"c"')]]  # fmt: skip
+    for batch in batches:
+        svc.ingest("windowed", ndjson(*batch))
+        svc.drain("deep_window")
+    svc.assert_running("deep_window")
+    first, second = svc.outputs("deep_window")[:2]
+    assert (first["n"], first["_stream_meta"]["window"]["start"]) == (
+        1,
+        {"$date": "2024-01-01T00:00:02.000Z"},
+    )
+    # The [3 s, 4 s) window holds the 600-level document: the sample shows a note for it.
+    assert second == {"_sluiceNote": "message nested deeper than 200 levels"}
+    assert svc.stats("deep_window")["outputMessageCount"] >= 2
+    (record,) = svc.dlq("deep_window")
+    assert record["errInfo"]["reason"] == UNREADABLE_RESULT
+    assert isinstance(record["doc"], str) and record["doc"].startswith('{"_id":null')
+    svc.stop("deep_window")
