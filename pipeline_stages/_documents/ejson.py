@@ -272,7 +272,7 @@ def _walk_objects(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
         path, item = stack.pop()
         if isinstance(item, Mapping):
             yield path, item
-            stack.extend((f"{path}/{_escape(str(k))}", v) for k, v in reversed(item.items()))
+            stack.extend((f"{path}/{_escape(str(k))}", v) for k, v in reversed(list(item.items())))
         elif isinstance(item, list | tuple):
             stack.extend((f"{path}/{i}", v) for i, v in reversed(list(enumerate(item))))
 
