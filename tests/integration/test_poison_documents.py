@@ -141,6 +141,7 @@ def test_merge_into_local_writes_the_good_documents_and_dead_letters_the_rest(
             {"i": 6, "c": "good", "n": {"$numberDecimal": "garbage"}},
             b'{"i": 7, "c": "good", "big": 1e400}',
             {"i": 8, "c": "good"},
+            {"i": 9, "c": "good", "n": 18446744073709551616},
         ),
     )
     svc.drain("merge")
@@ -148,7 +149,7 @@ def test_merge_into_local_writes_the_good_documents_and_dead_letters_the_rest(
     assert sorted(d["i"] for d in svc.collection("app", "good")) == [1, 8]
     assert svc.collection("app", "a/../b") == []
     reasons = reasons_by(svc.dlq("merge"))
-    assert sorted(reasons) == [2, 3, 4, 5, 6, 7]
+    assert sorted(reasons) == [2, 3, 4, 5, 6, 7, 9]
     (too_deep,) = [r for r in svc.dlq("merge") if "doc" not in r]
     assert json.loads(too_deep["docText"])["deep"] == deep  # kept whole, as text
     assert reasons[3] == (
@@ -162,9 +163,13 @@ def test_merge_into_local_writes_the_good_documents_and_dead_letters_the_rest(
     assert reasons[5].endswith("is outside the years 1 to 9999")
     assert reasons[6].endswith('$numberDecimal "garbage" is not a decimal number')
     assert reasons[7] == SOURCE_ERROR + "number 1e400 is beyond the range of a double"
+    assert reasons[9] == (
+        "Failed to process input document in MergeOperator with error: the integer at /n does "
+        "not fit in 64 bits, the largest integer a collection holds"
+    )
     stats = svc.stats("merge")
     assert stats["outputMessageCount"] == 2  # only what was written
-    assert stats["dlqMessageCount"] == 6
+    assert stats["dlqMessageCount"] == 7
     svc.stop("merge")
 
 
