@@ -57,19 +57,36 @@ def envelope_from_frame(frame: StreamFrame) -> DataFrame:
     )
 
 
+#: The DLQ reason of a window result Spark cannot read back (`frame_from_envelope`).
+UNREADABLE_RESULT = (
+    "Failed to process input document in GroupOperator with error: the window result nests "
+    "deeper than 1000 levels, more than Spark reads"
+)
+
+
 def frame_from_envelope(envelopes: DataFrame) -> StreamFrame:
-    """A frame again, for stages that follow a window (results become documents)."""
+    """A frame again, for stages that follow a window (results become documents).
+
+    A result Spark cannot parse (one `$push` of documents near Spark's nesting limit nests
+    past it) goes to the DLQ with its text as the document, instead of failing the query.
+    """
     is_dlq = F.col("kind") == KIND_DLQ
+    parsed = F.try_parse_json(F.col("doc"))
+    unreadable = F.col("doc").isNotNull() & parsed.isNull()
     return StreamFrame(
         envelopes.select(
             F.col(PART),
             F.col(SEQ),
             F.col(SUB),
             F.col(EVENT_MS),
-            F.parse_json(F.col("doc")).alias(DOC),
+            F.when(unreadable, F.col("doc").cast("variant")).otherwise(parsed).alias(DOC),
             F.parse_json(F.coalesce(F.col("meta"), F.lit("{}"))).alias(META),
-            F.col("reason").alias(DLQ_REASON),
-            F.col("operator").alias(DLQ_OPERATOR),
+            F.when(unreadable & F.col("reason").isNull(), F.lit(UNREADABLE_RESULT))
+            .otherwise(F.col("reason"))
+            .alias(DLQ_REASON),
+            F.when(unreadable & F.col("operator").isNull(), F.lit("GroupOperator"))
+            .otherwise(F.col("operator"))
+            .alias(DLQ_OPERATOR),
             F.when(is_dlq, F.lit(KIND_OUTPUT)).otherwise(F.col("kind")).alias(KIND),
             F.col(MISSED),
             F.col(WINDOW_START),

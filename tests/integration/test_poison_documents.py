@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from pipeline_stages._stream.envelope import UNREADABLE_RESULT
+from tests.fuzz_values import deep_text
 from tests.integration.service_harness import InProcessService, in_process_service
 
 pytestmark = pytest.mark.spark
@@ -139,6 +141,7 @@ def test_merge_into_local_writes_the_good_documents_and_dead_letters_the_rest(
             {"i": 6, "c": "good", "n": {"$numberDecimal": "garbage"}},
             b'{"i": 7, "c": "good", "big": 1e400}',
             {"i": 8, "c": "good"},
+            {"i": 9, "c": "good", "n": 18446744073709551616},
         ),
     )
     svc.drain("merge")
@@ -146,7 +149,7 @@ def test_merge_into_local_writes_the_good_documents_and_dead_letters_the_rest(
     assert sorted(d["i"] for d in svc.collection("app", "good")) == [1, 8]
     assert svc.collection("app", "a/../b") == []
     reasons = reasons_by(svc.dlq("merge"))
-    assert sorted(reasons) == [2, 3, 4, 5, 6, 7]
+    assert sorted(reasons) == [2, 3, 4, 5, 6, 7, 9]
     (too_deep,) = [r for r in svc.dlq("merge") if "doc" not in r]
     assert json.loads(too_deep["docText"])["deep"] == deep  # kept whole, as text
     assert reasons[3] == (
@@ -160,9 +163,13 @@ def test_merge_into_local_writes_the_good_documents_and_dead_letters_the_rest(
     assert reasons[5].endswith("is outside the years 1 to 9999")
     assert reasons[6].endswith('$numberDecimal "garbage" is not a decimal number')
     assert reasons[7] == SOURCE_ERROR + "number 1e400 is beyond the range of a double"
+    assert reasons[9] == (
+        "Failed to process input document in MergeOperator with error: the integer at /n does "
+        "not fit in 64 bits, the largest integer a collection holds"
+    )
     stats = svc.stats("merge")
     assert stats["outputMessageCount"] == 2  # only what was written
-    assert stats["dlqMessageCount"] == 6
+    assert stats["dlqMessageCount"] == 7
     svc.stop("merge")
 
 
@@ -193,3 +200,42 @@ def test_invalid_utf8_goes_to_the_dlq_with_its_bytes_from_every_source(
                 (base64.b64encode(bad[2]).decode(), SOURCE_ERROR + NOT_UTF8 + "0xe9 at offset 10)"),
             ]
         )
+
+
+def test_deep_documents_in_a_window_never_stop_the_query(svc: InProcessService) -> None:
+    svc.add_ingest("windowed")
+    window = {
+        "interval": {"size": 1, "unit": "second"},
+        "pipeline": [{"$group": {"_id": None, "docs": {"$push": "$$ROOT"}, "n": {"$count": {}}}}],
+    }
+    pipeline = [
+        {"$source": {"connectionName": "windowed", "timeField": "$t"}},
+        {"$tumblingWindow": window},
+    ]
+    svc.create_and_start("deep_window", pipeline)
+
+    def at(second: int, x: str) -> bytes:
+        return b'{"t": {"$date": "2024-01-01T00:00:%02d.000Z"}, "x": %s}' % (second, x.encode())
+
+    # Decoding the 600-level document for `$push` overflowed Python's recursion limit and
+    # failed the query; the result holding the 999-level one nests past what Spark reads.
+    # One micro-batch each: a batch closes the windows the previous ones' watermark passed.
+    # (Windows close once the watermark passes their end and the allowed lateness.)
+    batches = [[at(1, "1"), at(1, deep_text(600)), at(1, deep_text(999))], [at(2, '"a"')],
+               [at(3, deep_text(600))], [at(30, '"b"')], [at(59, '"c"')]]  # fmt: skip
+    for batch in batches:
+        svc.ingest("windowed", ndjson(*batch))
+        svc.drain("deep_window")
+    svc.assert_running("deep_window")
+    first, second = svc.outputs("deep_window")[:2]
+    assert (first["n"], first["_stream_meta"]["window"]["start"]) == (
+        1,
+        {"$date": "2024-01-01T00:00:02.000Z"},
+    )
+    # The [3 s, 4 s) window holds the 600-level document: the sample shows a note for it.
+    assert second == {"_sluiceNote": "message nested deeper than 200 levels"}
+    assert svc.stats("deep_window")["outputMessageCount"] >= 2
+    (record,) = svc.dlq("deep_window")
+    assert record["errInfo"]["reason"] == UNREADABLE_RESULT
+    assert isinstance(record["doc"], str) and record["doc"].startswith('{"_id":null')
+    svc.stop("deep_window")

@@ -79,8 +79,9 @@ def stored_document(doc_json: str, *, id_key: str | None = None) -> Any:
     its `_id` when it has none and a key is given: `ids.with_id`).
 
     Raises:
-        ValueError: The document nests deeper than `BSON_MAX_DEPTH` levels, or holds an
-            invalid Extended JSON wrapper or a date outside the years 1 to 9999.
+        ValueError: The document nests deeper than `BSON_MAX_DEPTH` levels, holds an integer
+            beyond 64 bits, a lone surrogate, an invalid Extended JSON wrapper or a date
+            outside the years 1 to 9999.
     """
     if nests_deeper_than(doc_json, BSON_MAX_DEPTH):
         raise ValueError(
@@ -95,6 +96,13 @@ def stored_document(doc_json: str, *, id_key: str | None = None) -> Any:
                 f"the string at {where} holds a lone surrogate, which is not Unicode text "
                 "(a collection holds UTF-8 only)"
             )
+    if _LONG_DIGITS in doc_json.translate(_DIGITS):
+        where = _huge_integer(doc)
+        if where is not None:
+            raise ValueError(
+                f"the integer at {where} does not fit in 64 bits, the largest integer a "
+                "collection holds"
+            )
     if id_key is not None and isinstance(doc, dict):
         doc = with_id(doc, id_key)
     return from_relaxed_ejson(doc, strict=True)
@@ -102,6 +110,26 @@ def stored_document(doc_json: str, *, id_key: str | None = None) -> Any:
 
 #: A `\\uD800`-`\\uDFFF` escape: JSON text may hold half a surrogate pair, UTF-8 cannot.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+#: Digits to `0`: an integer beyond 64 bits has at least 19 digits in a row.
+_DIGITS = str.maketrans("123456789", "000000000")
+_LONG_DIGITS = "0" * 19
+
+
+def _huge_integer(value: Any) -> str | None:
+    """The JSON pointer of the first integer outside the 64-bit range, or None."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            if not -(2**63) <= item < 2**63:
+                return path or "/"
+        elif isinstance(item, dict):
+            stack.extend((f"{path}/{key}", child) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{path}/{i}", child) for i, child in enumerate(item))
+    return None
 
 
 def _is_utf8(text: str) -> bool:

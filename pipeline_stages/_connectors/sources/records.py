@@ -49,6 +49,10 @@ NOT_AN_OBJECT: Final = "input is not a valid JSON object"
 _LARGE_NUMBER = re.compile(r"[eE]\+?0*(?:[3-9]\d\d|\d{4,})|\d{300}")
 #: Decimal digits a double holds the magnitude of (1e308; DBL_MAX is 1.8e308).
 _DOUBLE_DIGITS = 309
+#: Digits to `0` and `E` to `e`, so that two substring searches find every place where
+#: `_LARGE_NUMBER` may match (a cheap test run on every record; the regex only when it hits).
+_NUMBER_SHAPE = bytes.maketrans(b"123456789E", b"000000000e")
+_NUMBER_MARKS = (b"e000", b"e+000", b"0" * 300)
 #: The top-level keys that make Spark read a document as a wrapper (`_mql.values._WRAPPERS`).
 _SPARK_WRAPPERS: Final = ("$date", "$oid", "$numberDecimal", "$numberLong")
 
@@ -74,15 +78,16 @@ def source_record(data: bytes | str | None) -> tuple[str | None, str | None]:
             where = f"byte 0x{data[error.start]:02x} at offset {error.start}"
             return binary_json(data), f"{NOT_UTF8} ({where})"
     else:
-        text = data
-    return prefer_double(text), _content_problem(text)
+        text, data = data, data.encode("utf-8", "surrogatepass")
+    return prefer_double(text), _content_problem(text, data)
 
 
-def _content_problem(text: str) -> str | None:
-    """What Spark would read wrongly in `text` (see the module docstring); None if nothing."""
+def _content_problem(text: str, data: bytes) -> str | None:
+    """What Spark would read wrongly in `text` (`data` encoded; see the module docstring);
+    None if nothing."""
     tail = text.rstrip()
     ends_as_object = tail.endswith("}")
-    if '"$' not in text and ends_as_object and not _LARGE_NUMBER.search(text):
+    if '"$' not in text and ends_as_object and not _maybe_large_number(data):
         return None
     overflow: list[str] = []
     try:
@@ -104,6 +109,14 @@ def _content_problem(text: str) -> str | None:
         path, problem = found
         return f"invalid Extended JSON at {path}: {problem}"
     return None
+
+
+def _maybe_large_number(data: bytes) -> bool:
+    """Whether `data` may hold a number beyond a double (`_LARGE_NUMBER`)."""
+    shape = data.translate(_NUMBER_SHAPE)
+    if not any(mark in shape for mark in _NUMBER_MARKS):
+        return False
+    return _LARGE_NUMBER.search(data.decode("utf-8", "surrogatepass")) is not None
 
 
 def _checked_float(overflow: list[str]) -> Callable[[str], float]:

@@ -3,12 +3,20 @@
 Values arrive as the typed columns of `runtime.config.ValueColumns` (a code, an integer, a
 double and a text) so that numbers never go through JSON; documents leave as JSON text
 written so that Spark's `parse_json` keeps doubles doubles (`json_text.prefer_double`).
+
+Spark hands over documents of up to `SPARK_MAX_DEPTH` (1000) levels, and decoding or encoding
+one recurses about twice per level: more than Python's default limit of 1000 frames, which
+made one deep document in a `$push` fail the whole query. Importing this module raises the
+limit of the process (a Python worker, or the driver for the batch engine) to
+`RECURSION_LIMIT`; a frame of these functions costs no C stack in Python 3.11, and the C
+parser's levels a few hundred bytes each.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import datetime
 from json.encoder import encode_basestring as _string
 from typing import Any
@@ -19,8 +27,14 @@ from bson import Int64
 
 from pipeline_stages._documents.ejson import from_ejson
 from pipeline_stages._documents.values import MISSING, format_iso_date, to_datetime_ms, to_ejson
-from pipeline_stages._stream.json_text import prefer_double
+from pipeline_stages._stream.json_text import SPARK_MAX_DEPTH, prefer_double
 from pipeline_stages._windowing.runtime import config as C
+
+#: Enough frames to decode and re-encode the deepest document Spark reads, with room for the
+#: callers' own frames (see the module docstring).
+RECURSION_LIMIT = 4 * SPARK_MAX_DEPTH + 1000
+if sys.getrecursionlimit() < RECURSION_LIMIT:
+    sys.setrecursionlimit(RECURSION_LIMIT)
 
 
 def decode_column(pdf: pd.DataFrame, columns: C.ValueColumns, rows: np.ndarray) -> list[Any]:
