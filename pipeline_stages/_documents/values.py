@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from bson import Int64, MaxKey, MinKey, ObjectId, Timestamp
 
+from pipeline_stages._documents.ejson import date_to_ms as to_epoch_ms
 from pipeline_stages._documents.ejson import format_date
 
 
@@ -167,14 +168,6 @@ def truthy(value: Any) -> bool:
 def to_datetime_ms(epoch_ms: int) -> datetime:
     """The UTC datetime of a millisecond timestamp (works before 1970 and past 2038)."""
     return _EPOCH + timedelta(milliseconds=epoch_ms)
-
-
-def to_epoch_ms(value: datetime) -> int:
-    """Milliseconds since the epoch of an aware datetime (naive ones are taken as UTC)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    delta = value - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def truncate_ms(value: datetime) -> datetime:
