@@ -9,22 +9,24 @@ interrupted upload can be resumed by re-sending the chunks that were not acknowl
 from __future__ import annotations
 
 import io
-import json
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from service.cli.client import SluiceClient
 from service.cli.output import CliState, usage_error
+from service.manager.ingest_records import split_json
 
 
 def _ndjson_chunks(stream: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
     pending: list[bytes] = []
     size = 0
     for line in stream:
+        if not line.strip():
+            continue  # the service skips blank lines; a chunk of only those would be refused
         if size and size + len(line) > chunk_bytes:
             yield b"".join(pending)
             pending, size = [], 0
@@ -34,18 +36,19 @@ def _ndjson_chunks(stream: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
         yield b"".join(pending)
 
 
-def _array_chunks(items: list[Any], chunk_bytes: int) -> Iterator[bytes]:
-    pending: list[str] = []
+def _array_chunks(records: list[bytes], chunk_bytes: int) -> Iterator[bytes]:
+    """Arrays of the records as they are in the file (never re-serialised: duplicate keys,
+    escapes and `10.0` reach the service as written, as NDJSON lines do)."""
+    pending: list[bytes] = []
     size = 0
-    for item in items:
-        text = json.dumps(item, ensure_ascii=False)
-        if pending and size + len(text) > chunk_bytes:
-            yield ("[" + ",".join(pending) + "]").encode()
+    for record in records:
+        if pending and size + len(record) > chunk_bytes:
+            yield b"[" + b",".join(pending) + b"]"
             pending, size = [], 0
-        pending.append(text)
-        size += len(text) + 1
+        pending.append(record)
+        size += len(record) + 1
     if pending:
-        yield ("[" + ",".join(pending) + "]").encode()
+        yield b"[" + b",".join(pending) + b"]"
 
 
 def _open(source: str) -> tuple[BinaryIO, int | None]:
@@ -61,12 +64,10 @@ def _chunks(handle: BinaryIO, chunk_bytes: int, state: CliState) -> tuple[Iterat
     head = handle.peek(64)[:64] if hasattr(handle, "peek") else handle.getvalue()[:64]  # type: ignore[attr-defined]
     if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
         try:
-            items = json.loads(handle.read())
-        except ValueError as error:
+            records = split_json(handle.read().removeprefix(b"\xef\xbb\xbf"))
+        except (ValueError, UnicodeDecodeError) as error:
             usage_error(state, f"the file looks like a JSON array but is not valid JSON: {error}")
-        if not isinstance(items, list):
-            usage_error(state, "a JSON file must hold an array of documents")
-        return _array_chunks(items, chunk_bytes), "application/json"
+        return _array_chunks(records, chunk_bytes), "application/json"
     return _ndjson_chunks(handle, chunk_bytes), "application/x-ndjson"
 
 

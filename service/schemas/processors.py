@@ -252,7 +252,11 @@ class IngestAccepted(BaseModel):
     """`POST /ingest/{connection}`: records appended durably (fsync) to the spool."""
 
     accepted: int
-    invalid: int = Field(description="Records that are not JSON objects (they go to the DLQ).")
+    invalid: int = Field(
+        description="Records processors will send to the DLQ at the source: not a JSON object, "
+        "not UTF-8, NaN, duplicate keys, an invalid Extended JSON value, nesting deeper than "
+        "1000 levels."
+    )
     firstSeq: int | None = None
     lastSeq: int | None = None
 

@@ -218,7 +218,9 @@ def test_random_records_through_http_ingest(fz: InProcessService, lines: list[by
 
 def test_the_catalogue_through_the_file_source(fz: InProcessService) -> None:
     lines = catalogue()
-    lines.append(b'{"big": "' + b"y" * (17 * 1024 * 1024) + b'"}')  # past the HTTP limit
+    big = b'"' + b"y" * (17 * 1024 * 1024) + b'"'  # past the HTTP limit
+    lines.append(b'{"big": ' + big + b"}")
+    lines.append(b'{"t": {"$date": "garbage"}, "big": ' + big + b"}")  # 17 MB into the DLQ
     (fz.root / "fzin" / "0001.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     fz.stop(*HTTP_PROCESSORS)
     fz.create_and_start("fz_files", PROCESSORS["fz_files"])

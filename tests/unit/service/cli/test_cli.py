@@ -183,3 +183,17 @@ def test_target_resolution_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert resolve_target("http://flag:3", "from-flag", str(config)).api_key == "from-flag"
     with pytest.raises(ValueError, match="does not exist"):
         resolve_target(None, None, str(tmp_path / "missing.toml"))
+
+
+def test_ingest_sends_records_as_written(api: TestClient, tmp_path: Path) -> None:
+    sluice(api, "connections", "create", "in2", "--type", "HttpIngest")
+    array = tmp_path / "in.json"
+    # A lone surrogate escape made the CLI crash re-encoding the array; duplicate keys were
+    # silently merged. Both reach the service as written, counted as invalid.
+    array.write_bytes(b'[{"a": 1, "a": 2}, {"s": "\\ud800"}, {"ok": 10.0}]')
+    sent = sluice(api, "--json", "ingest", "in2", str(array))
+    assert json.loads(sent.stdout) == {"accepted": 3, "invalid": 2, "requests": 1}
+    lines = tmp_path / "in.ndjson"
+    lines.write_text('{"i": 1}\n' + "\n" * 3000 + '{"i": 2}\n')  # blank lines fill a chunk
+    chunked = sluice(api, "--json", "ingest", "in2", str(lines), "--chunk-bytes", "1024")
+    assert json.loads(chunked.stdout) == {"accepted": 2, "invalid": 0, "requests": 1}
