@@ -58,28 +58,52 @@ def build_session(
 
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+#: How long a query with a 0 s trigger waits before it looks for new input again.
+POLLING_DELAY = "spark.sql.streaming.pollingDelay"
 _START_LOCK = threading.Lock()
 
 
 def start_query(
-    writer: DataStreamWriter, spark: SparkSession, *, idle_batches: bool
+    writer: DataStreamWriter,
+    spark: SparkSession,
+    *,
+    idle_batches: bool,
+    interval_ms: int | None = None,
 ) -> StreamingQuery:
     """Start `writer`'s query; Spark runs micro-batches without input only when `idle_batches`.
 
     A window query keeps processing-time timeouts in its plan, so Spark runs a micro-batch on
     every trigger even without input: ~0.7 s of CPU each here, about a core for an idle
     processor on a 1 s trigger. Only a window that closes on the wall clock
-    (`CompiledPipeline.runs_when_idle`) needs them. A query copies the session's SQL conf
-    when it starts, so the setting is made around `start()`, under a lock: queries started
-    from other threads must not pick up each other's value.
+    (`CompiledPipeline.runs_when_idle`) needs them.
+
+    With `interval_ms` the trigger is set here too. A query that needs idle micro-batches
+    runs one every `interval_ms` (its clock's tick). Any other query runs its micro-batches
+    back to back while input is waiting, and looks for new input every `interval_ms` when
+    there is none (Spark's polling delay): a fixed processing-time trigger would make each
+    micro-batch wait for the next tick, capping a backlog at `maxOffsetsPerTrigger` rows
+    per interval (10k rows/s at the defaults) whatever the machine could do.
+
+    A query copies the session's SQL conf when it starts, so the settings are made around
+    `start()`, under a lock: queries started from other threads must not pick up each
+    other's values.
     """
+    settings = {NO_DATA_BATCHES: "true" if idle_batches else "false"}
+    if interval_ms is not None:
+        if idle_batches:
+            writer = writer.trigger(processingTime=f"{interval_ms} milliseconds")
+        else:
+            writer = writer.trigger(processingTime="0 seconds")
+            settings[POLLING_DELAY] = f"{interval_ms}ms"
     with _START_LOCK:
-        previous = spark.conf.get(NO_DATA_BATCHES, "true")
-        spark.conf.set(NO_DATA_BATCHES, "true" if idle_batches else "false")
+        previous = {key: spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            spark.conf.set(key, value)
         try:
             return writer.start()
         finally:
-            if previous is None:  # typed Optional; `get` returns the default given instead
-                spark.conf.unset(NO_DATA_BATCHES)
-            else:
-                spark.conf.set(NO_DATA_BATCHES, previous)
+            for key, before in previous.items():
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)

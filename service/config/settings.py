@@ -26,6 +26,12 @@ from service.config.spark_conf import merged_conf
 _INTERVAL = re.compile(
     r"^\d+(\.\d+)?\s*(ms|millisecond|milliseconds|s|second|seconds|minute|minutes)$"
 )
+#: Milliseconds per unit of `_INTERVAL`.
+_UNIT_MS = {
+    **dict.fromkeys(("ms", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "second", "seconds"), 1000),
+    **dict.fromkeys(("minute", "minutes"), 60_000),
+}
 _DLQ_TARGET = re.compile(r"^[A-Za-z0-9_-]{1,64}/[^/\s]{1,63}/[^/\s]{1,255}$")
 #: Master URLs Sluice can drive (Spark Connect `sc://` is not one: Sluice needs the
 #: SparkContext for Python dependencies and the executor check).
@@ -68,7 +74,9 @@ class Settings(BaseSettings):
         checkpoint_root_uri: `SLUICE_CHECKPOINT_ROOT`: a path, `file://` URI or Hadoop URI
             (`hdfs://`, `s3a://`...) for Spark's checkpoints.
         spark_eager: Start the JVM when the service starts, not on the first processor.
-        trigger_interval: Micro-batch trigger of every processor query (e.g. `1 second`).
+        trigger_interval: How often an idle processor looks for new input, and the clock
+            tick of windows that close on the wall clock (e.g. `1 second`); with input
+            waiting, micro-batches run back to back (`_engine.session.start_query`).
         checkpoint_dir: Root of the per-processor checkpoint directories.
         instance_name: The workspace name written into DLQ records (`instanceName`).
         default_dlq: `connection/db/coll` for processors without `options.dlq` (dev only).
@@ -224,6 +232,14 @@ class Settings(BaseSettings):
     def is_local_master(self) -> bool:
         """Whether executors run on this machine (Spark's `local*` masters)."""
         return self.spark_master.startswith(LOCAL_MASTER_PREFIXES)
+
+    @property
+    def trigger_interval_ms(self) -> int:
+        """`trigger_interval` in milliseconds (at least 1)."""
+        match = _INTERVAL.fullmatch(self.trigger_interval)
+        assert match is not None  # validated
+        number = float(self.trigger_interval[: match.start(2)])
+        return max(1, round(number * _UNIT_MS[match.group(2)]))
 
     @property
     def spark_checkpoint_uri(self) -> str | None:

@@ -274,9 +274,13 @@ class SparkEngine:
             compiled.envelopes.writeStream.queryName(query_name)
             .foreachBatch(sink)
             .option("checkpointLocation", self.checkpoint_location(request))
-            .trigger(processingTime=self._settings.trigger_interval)
         )
-        query = start_query(writer, self.session(), idle_batches=compiled.runs_when_idle)
+        query = start_query(
+            writer,
+            self.session(),
+            idle_batches=compiled.runs_when_idle,
+            interval_ms=self._settings.trigger_interval_ms,
+        )
         return SparkQueryHandle(query, sink)
 
     def checkpoint_location(self, request: RunRequest) -> str:

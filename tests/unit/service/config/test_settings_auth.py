@@ -102,3 +102,17 @@ def test_api_key_checker_accepts_any_configured_key() -> None:
     checker = ApiKeyChecker(["right-key-0123456789", "other-key-0123456789"])
     checker.check("Bearer right-key-0123456789")
     checker.check("bearer   other-key-0123456789")
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("1 second", 1000),
+        ("500 milliseconds", 500),
+        ("0.5s", 500),
+        ("250ms", 250),
+        ("2 minutes", 120_000),
+    ],
+)
+def test_trigger_interval_in_milliseconds(text: str, ms: int) -> None:
+    assert Settings(trigger_interval=text).trigger_interval_ms == ms
