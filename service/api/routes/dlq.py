@@ -17,7 +17,15 @@ from service.schemas.processors import DlqPage, DlqPurged
 
 router = APIRouter(prefix="/processors", tags=["dlq"])
 
-Reason = Annotated[str | None, Query(max_length=10_000, description="errInfo.reason, exactly")]
+#: Query parameter lengths, in characters: with the rest of the URL, percent-encoded (up to
+#: 12 bytes a character), they stay under the server's bound on a request head
+#: (`service.main.MAX_REQUEST_HEAD_BYTES`).
+MAX_FILTER_CHARS = 16_384
+MAX_REASON_CHARS = 4_096
+
+Reason = Annotated[
+    str | None, Query(max_length=MAX_REASON_CHARS, description="errInfo.reason, exactly")
+]
 Operator = Annotated[
     str | None, Query(alias="operatorName", max_length=200, description="operatorName, exactly")
 ]
@@ -37,7 +45,8 @@ DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
 From = Annotated[DateTimeText | None, Query(alias="from", description="dlqTime >= from (ISO-8601)")]
 To = Annotated[DateTimeText | None, Query(alias="to", description="dlqTime < to (ISO-8601)")]
 Filter = Annotated[
-    str | None, Query(alias="filter", max_length=100_000, description="MQL filter (JSON)")
+    str | None,
+    Query(alias="filter", max_length=MAX_FILTER_CHARS, description="MQL filter (JSON)"),
 ]
 
 

@@ -1,0 +1,182 @@
+"""The API fuzzed against the real service: `sluice serve` (uvicorn, the Spark engine inside).
+
+The fuzzer reads the service's own `/openapi.json` and runs all four of its phases (the
+schema's examples, coverage of every boundary and type of every parameter and body field,
+random fuzzing, and stateful sequences along the links it infers: create, then get, start,
+stop, modify, delete) with every check it has (`--checks all`): no 5xx; status codes,
+content types, headers and bodies as documented; schema-valid requests accepted and
+schema-violating ones rejected; a missing or wrong API key refused; a deleted resource gone
+(use after free) and a created one there (resource availability); `Allow` on 405s; methods
+a route does not have refused; one tenant's objects not reachable without its key.
+
+Seeded resources (see `seed`), and the configuration in `api_fuzz.toml` binds generated
+path names to them at 80 % probability, so requests reach real processors (one started, a
+real Spark query with a DLQ holding messages), real connections and the ingest spool.
+Starting a processor from the fuzzer starts a Spark query too.
+
+What the configuration changes, and why (nothing else is excluded):
+
+* `positive_data_acceptance` on `POST /processors` and `PATCH /processors/{name}` is the
+  hook `positive_data_acceptance_beyond_the_pipeline` (`api_fuzz_hooks.py`): the built-in
+  check, except that a 422 `INVALID_PIPELINE` whose problems are all inside `/pipeline`
+  passes. A pipeline is a program; its JSON Schema describes only its shape.
+* `options.dlq.connectionName` in those bodies is always a connection that exists
+  (`local`): the schema cannot say "the name of an existing connection", and a DLQ naming
+  a missing one is refused with 422 (`unknown_connection`), as the pipeline's own
+  references are.
+* `max_response_time` is 120 s instead of 10 s: this is a hang detector on a loaded 2-core
+  runner, not a performance test.
+
+The budget: `MAX_EXAMPLES` per operation and phase, and `max-steps` for stateful runs,
+keep the run to a few minutes next to a JVM (measured in the report of the commit that
+added this suite).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.service_process import ServiceProcess, clean_env, poll
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = Path(__file__).with_name("api_fuzz.toml")
+#: Examples per operation and phase (coverage is exhaustive by design and takes no limit).
+MAX_EXAMPLES = 25
+#: Fixed, so that a failure in CI can be replayed with the same data.
+SEED = 20261128
+
+DLQ = {"connectionName": "local", "db": "fuzz", "coll": "dlq"}
+SOURCE = {"$source": {"connectionName": "fuzz_in"}}
+PROCESSORS: dict[str, list[dict[str, Any]]] = {
+    "fuzz_p": [SOURCE, {"$match": {"kind": "reading"}}],
+    "fuzz_started": [
+        SOURCE,
+        {"$addFields": {"ratio": {"$divide": ["$a", "$b"]}}},
+        {"$project": {"_id": 0, "id": 1, "ratio": 1}},
+    ],
+    "fuzz_window": [
+        {"$source": {"connectionName": "fuzz_in", "timeField": {"$dateFromString": {"dateString": "$t"}}}},
+        {
+            "$tumblingWindow": {
+                "interval": {"size": 10, "unit": "second"},
+                "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+            }
+        },
+    ],
+}
+RECORDS = [
+    {"id": 1, "a": 6, "b": 3, "k": "x", "t": "2024-01-01T00:00:00Z"},
+    {"id": 2, "a": 1, "b": 0, "k": "y", "t": "2024-01-01T00:00:01Z"},  # $divide by zero: DLQ
+]
+
+
+def seed(client: httpx.Client) -> None:
+    """Connections, three processors (one started, with messages in its output and DLQ)."""
+    for name in ("fuzz_in", "fuzz_spare"):
+        created = client.post("/api/v1/connections", json={"name": name, "type": "HttpIngest"})
+        assert created.status_code == 201, created.text
+    for name, pipeline in PROCESSORS.items():
+        body = {"name": name, "pipeline": pipeline, "options": {"dlq": DLQ}}
+        created = client.post("/api/v1/processors", json=body)
+        assert created.status_code == 201, created.text
+    started = client.post("/api/v1/processors/fuzz_started:start")
+    assert started.status_code == 200, started.text
+    ingested = client.post("/api/v1/ingest/fuzz_in", json=RECORDS)
+    assert ingested.status_code == 202, ingested.text
+
+    def both_delivered() -> bool:
+        messages = client.get("/api/v1/processors/fuzz_started/sample").json()["messages"]
+        return len(messages) >= len(RECORDS)
+
+    poll(both_delivered, timeout=300, message="the seeded processor delivered nothing")
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    running = ServiceProcess(tmp_path_factory.mktemp("api-fuzz") / "data").start()
+    try:
+        with running.http() as client:
+            seed(client)
+        yield running
+    finally:
+        running.cleanup()
+
+
+def fuzz_command(url: str, report: Path, *, max_examples: int = MAX_EXAMPLES) -> list[str]:
+    """The fuzzer's command line against `url` (the key comes from the environment)."""
+    return [
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(CONFIG),
+        "run",
+        f"{url}/openapi.json",
+        "--checks",
+        "all",
+        # Replaced by its copy with the pipeline exemption (api_fuzz_hooks.py).
+        "--exclude-checks",
+        "positive_data_acceptance",
+        "--phases",
+        "examples,coverage,fuzzing,stateful",
+        "--max-examples",
+        str(max_examples),
+        "--seed",
+        str(SEED),
+        "--workers",
+        "1",
+        "--request-timeout",
+        "180",
+        "--no-color",
+        "--report",
+        "ndjson",
+        "--report-ndjson-path",
+        str(report),
+    ]
+
+
+def fuzz_env(api_key: str) -> dict[str, str]:
+    """The fuzzer's environment: its hooks, the key, and this tree on the import path."""
+    return {
+        **clean_env(),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "SCHEMATHESIS_HOOKS": "tests.e2e.api_fuzz_hooks",
+        "SLUICE_FUZZ_KEY": api_key,
+    }
+
+
+def summary(report: Path) -> dict[str, Any]:
+    """Test cases generated, failures and operations tested, from the fuzzer's event log."""
+    events = [json.loads(line) for line in report.read_text().splitlines() if line.strip()]
+    finished = [e for e in events if "EngineFinished" in e]
+    return {"events": len(events), "finished": finished[-1] if finished else None}
+
+
+def test_the_real_service_passes_every_fuzz_check(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    report = tmp_path / "fuzz.ndjson"
+    run = subprocess.run(
+        fuzz_command(service.url, report),
+        env=fuzz_env(service.api_key),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    output = run.stdout + run.stderr
+    print(output[-6000:])  # the fuzzer's summary, in the pytest log (-s or on failure)
+    assert "Tested: 18" in output or "Tested:" in output, output[-3000:]
+    assert run.returncode == 0, f"{output[-20000:]}\n--- service log ---\n{service.log_tail(80)}"
+    assert " 0 failures" in output or "failures" not in output.split("SUMMARY")[-1], output
