@@ -13,14 +13,20 @@ from service.schemas.processors import IngestAccepted
 
 router = APIRouter(tags=["ingest"])
 
+#: Text bodies hold a record when something other than the whitespace `bytes.strip` removes
+#: follows the optional UTF-8 byte order mark; an empty body is refused (422).
+_LINES = {"type": "string", "pattern": r"^\ufeff?[ \t\n\r\x0b\x0c]*[^ \t\n\r\x0b\x0c]"}
+
 _BODY = {
     "requestBody": {
         "required": True,
-        "description": "A JSON array of documents (or one document), or NDJSON lines.",
+        "description": "A JSON array of records, one JSON record, or NDJSON lines. A record "
+        "that is not a JSON object is accepted, counted in `invalid`, and sent to the DLQ by "
+        "every processor reading the connection; an empty array is accepted as no records.",
         "content": {
-            "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
-            "application/x-ndjson": {"schema": {"type": "string"}},
-            "text/plain": {"schema": {"type": "string"}},
+            "application/json": {"schema": {}},
+            "application/x-ndjson": {"schema": _LINES},
+            "text/plain": {"schema": _LINES},
         },
     }
 }
