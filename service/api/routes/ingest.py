@@ -14,8 +14,14 @@ from service.schemas.processors import IngestAccepted
 router = APIRouter(tags=["ingest"])
 
 #: Text bodies hold a record when something other than the whitespace `bytes.strip` removes
-#: follows the optional UTF-8 byte order mark; an empty body is refused (422).
-_LINES = {"type": "string", "pattern": r"^\ufeff?[ \t\n\r\x0b\x0c]*[^ \t\n\r\x0b\x0c]"}
+#: (`_WS`) follows the UTF-8 byte order mark the service drops from the start of a body; an
+#: empty body is refused (422). The three branches: a BOM first, then a record; no BOM, a
+#: record; whitespace, then a BOM (no longer the first character, so a record).
+_WS = r" \t\n\r\x0b\x0c"
+_LINES = {
+    "type": "string",
+    "pattern": rf"^(?:\ufeff[{_WS}]*[^{_WS}]|[{_WS}]*[^{_WS}\ufeff]|[{_WS}]+\ufeff)",
+}
 
 _BODY = {
     "requestBody": {
