@@ -140,9 +140,7 @@ class ProcessorCreate(_Body):
                         {"$source": {"connectionName": "sample_stream_solar"}},
                         {"$match": {"obs.watts": {"$gt": 100}}},
                     ],
-                    "options": {
-                        "dlq": {"connectionName": "local", "db": "solar", "coll": "dlq"}
-                    },
+                    "options": {"dlq": {"connectionName": "local", "db": "solar", "coll": "dlq"}},
                 }
             ]
         }

@@ -15,11 +15,15 @@
   connection, the service must refuse. Any other rejection of a schema-valid body (its
   name, the DLQ's db or coll, a 400, a 422 `INVALID_REQUEST`, a problem elsewhere) still
   fails the check.
+* `after_call`: one line per request (`METHOD operation status`) appended to the file named
+  by `SLUICE_FUZZ_CALLS`, so the test can show what the run did to the service (how many
+  requests, how many processors it started on the engine).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import schemathesis
@@ -38,6 +42,15 @@ def _ndjson(_ctx: object, value: object) -> bytes:
 
 #: Where a refused program's problems may lie: the pipeline, and the DLQ's connection.
 PROGRAM_PATHS = ("/pipeline", "/options/dlq/connectionName")
+
+
+@schemathesis.hook
+def after_call(context: Any, case: Any, response: Any) -> None:
+    """Record the exchange (see the module docstring)."""
+    calls = os.environ.get("SLUICE_FUZZ_CALLS")
+    if calls:
+        with open(calls, "a", encoding="utf-8") as log:
+            log.write(f"{case.method.upper()} {case.path} {response.status_code}\n")
 
 
 def is_pipeline_program_error(status: int, body: Any) -> bool:

@@ -34,10 +34,11 @@ added this suite).
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,12 @@ PROCESSORS: dict[str, list[dict[str, Any]]] = {
         {"$project": {"_id": 0, "id": 1, "ratio": 1}},
     ],
     "fuzz_window": [
-        {"$source": {"connectionName": "fuzz_in", "timeField": {"$dateFromString": {"dateString": "$t"}}}},
+        {
+            "$source": {
+                "connectionName": "fuzz_in",
+                "timeField": {"$dateFromString": {"dateString": "$t"}},
+            }
+        },
         {
             "$tumblingWindow": {
                 "interval": {"size": 10, "unit": "second"},
@@ -146,37 +152,49 @@ def fuzz_command(url: str, report: Path, *, max_examples: int = MAX_EXAMPLES) ->
     ]
 
 
-def fuzz_env(api_key: str) -> dict[str, str]:
-    """The fuzzer's environment: its hooks, the key, and this tree on the import path."""
+def fuzz_env(api_key: str, calls: Path) -> dict[str, str]:
+    """The fuzzer's environment: its hooks, the key, the call log, this tree on the path."""
     return {
         **clean_env(),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "SCHEMATHESIS_HOOKS": "tests.e2e.api_fuzz_hooks",
         "SLUICE_FUZZ_KEY": api_key,
+        "SLUICE_FUZZ_CALLS": str(calls),
     }
 
 
-def summary(report: Path) -> dict[str, Any]:
-    """Test cases generated, failures and operations tested, from the fuzzer's event log."""
-    events = [json.loads(line) for line in report.read_text().splitlines() if line.strip()]
-    finished = [e for e in events if "EngineFinished" in e]
-    return {"events": len(events), "finished": finished[-1] if finished else None}
+def calls_by_operation(calls: Path) -> Counter[tuple[str, int]]:
+    """`(METHOD path, status)` -> how many requests the run made (from the hooks' log)."""
+    found: Counter[tuple[str, int]] = Counter()
+    for line in calls.read_text().splitlines():
+        method, path, status = line.split(" ")
+        found[(f"{method} {path}", int(status))] += 1
+    return found
 
 
-def test_the_real_service_passes_every_fuzz_check(
-    service: ServiceProcess, tmp_path: Path
-) -> None:
-    report = tmp_path / "fuzz.ndjson"
+def test_the_real_service_passes_every_fuzz_check(service: ServiceProcess, tmp_path: Path) -> None:
+    calls = tmp_path / "calls.txt"
     run = subprocess.run(
-        fuzz_command(service.url, report),
-        env=fuzz_env(service.api_key),
+        fuzz_command(service.url, tmp_path / "fuzz.ndjson"),
+        env=fuzz_env(service.api_key, calls),
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=1800,
     )
     output = run.stdout + run.stderr
-    print(output[-6000:])  # the fuzzer's summary, in the pytest log (-s or on failure)
-    assert "Tested: 18" in output or "Tested:" in output, output[-3000:]
-    assert run.returncode == 0, f"{output[-20000:]}\n--- service log ---\n{service.log_tail(80)}"
-    assert " 0 failures" in output or "failures" not in output.split("SUMMARY")[-1], output
+    print(output[-4000:])  # the fuzzer's summary, in the pytest log (-s, or on failure)
+    assert run.returncode == 0, f"{output[-30000:]}\n--- service log ---\n{service.log_tail(80)}"
+    generated = re.search(r"(\d+) generated, (\d+) passed", output)
+    assert generated is not None and generated[1] == generated[2], output[-3000:]
+    assert "Tested: 18" in output and "failure" not in output.split("SUMMARY")[-1]
+
+    found = calls_by_operation(calls)
+    spec = httpx.get(f"{service.url}/openapi.json").json()
+    operations = {f"{m.upper()} {path}" for path, ops in spec["paths"].items() for m in ops}
+    assert operations <= {operation for operation, _ in found}, "an operation was never called"
+    assert not [key for key in found if key[1] >= 500]
+    # The fuzzer itself started processors on the engine (not only the seeded one).
+    assert found[("POST /api/v1/processors/{name}:start", 200)] > 0
+    assert found[("POST /api/v1/processors/{name}:stop", 200)] > 0
+    print(f"{sum(found.values())} requests; by operation and status: {sorted(found.items())}")

@@ -88,7 +88,10 @@ def list_dlq(
 
 
 @router.delete(
-    "/{name}/dlq", response_model=DlqPurged, responses=present.errors(404), openapi_extra=_FILTER_DOC
+    "/{name}/dlq",
+    response_model=DlqPurged,
+    responses=present.errors(404),
+    openapi_extra=_FILTER_DOC,
 )
 def purge_dlq(name: ProcessorName, manager: ManagerDep, filters: Filters) -> dict[str, Any]:
     """Delete the processor's DLQ documents matching the filters (all without filters)."""

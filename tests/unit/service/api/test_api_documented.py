@@ -123,7 +123,17 @@ def test_a_text_ingest_body_is_accepted_exactly_when_its_pattern_matches(
     # An empty NDJSON body fitted the documented `{type: string}` and was refused.
     body_doc = client.get("/openapi.json").json()["paths"]["/api/v1/ingest/{connectionName}"]
     pattern = re.compile(body_doc["post"]["requestBody"]["content"][media]["schema"]["pattern"])
-    for text in ["", " \t\r\n\x0b\x0c", "\ufeff", "\ufeff \n", "0", " x ", "\ufeff\ufeff", " \ufeff", "\xa0"]:
+    for text in [
+        "",
+        " \t\r\n\x0b\x0c",
+        "\ufeff",
+        "\ufeff \n",
+        "0",
+        " x ",
+        "\ufeff\ufeff",
+        " \ufeff",
+        "\xa0",
+    ]:
         answer = client.post(
             "/api/v1/ingest/in1", content=text.encode(), headers={"Content-Type": media}
         )
