@@ -37,6 +37,12 @@ from service.stores import SecretBox, Spool, Stores, open_stores
 
 API_PREFIX = "/api/v1"
 
+#: The largest request head (request line and headers) the HTTP server reads, in bytes.
+#: uvicorn's default (16 KiB) is below the longest URL the OpenAPI document allows (the DLQ
+#: routes' `filter` and `reason`, percent-encoded), and a longer head gets uvicorn's own
+#: plain-text 400 instead of the API's answer.
+MAX_REQUEST_HEAD_BYTES = 1 << 20
+
 log = logging.getLogger("sluice.service")
 
 Scope = MutableMapping[str, Any]

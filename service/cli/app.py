@@ -131,7 +131,7 @@ def serve(
     """Run the Sluice service (REST API on /api/v1, OpenAPI on /docs) until SIGTERM/SIGINT."""
     import uvicorn
 
-    from service.main import create_app
+    from service.main import MAX_REQUEST_HEAD_BYTES, create_app
     from service.stores.secrets import SecretKeyError
 
     overrides = {
@@ -171,6 +171,7 @@ def serve(
         port=settings.port,
         log_level=log_level,
         timeout_graceful_shutdown=30,
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
     )
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+
+from pipeline_stages import REGISTRY
 
 #: Processor and connection names: safe in URLs, file names and Spark query names.
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -51,15 +53,32 @@ def _shallow_enough(pipeline: list[Any]) -> list[Any]:
     return pipeline
 
 
+#: A stage as the OpenAPI document describes it: an object with one key, a stage Sluice runs.
+#: Validation stays with `parse_pipeline`, which reports every stage problem with its path
+#: (a JSON Schema cannot say which stage bodies and MQL expressions are valid).
+StageJson = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": 1,
+            "propertyNames": {"enum": sorted(REGISTRY)},
+        }
+    ),
+]
+
 Pipeline = Annotated[
-    list[Any],
+    list[StageJson],
     Field(min_length=1, description="Atlas pipeline stages."),
     AfterValidator(_shallow_enough),
 ]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=False)
+    # Strict: `resumeFromCheckpoint: 0` or `"true"` is not a boolean; the OpenAPI document
+    # promises JSON types, so the API takes nothing else.
+    model_config = ConfigDict(extra="forbid", populate_by_name=False, strict=True)
 
 
 class ProblemOut(BaseModel):
@@ -111,6 +130,21 @@ class ModifyOptions(_Body):
 
 class ProcessorCreate(_Body):
     """`POST /processors`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "solar_watts",
+                    "pipeline": [
+                        {"$source": {"connectionName": "sample_stream_solar"}},
+                        {"$match": {"obs.watts": {"$gt": 100}}},
+                    ],
+                    "options": {"dlq": {"connectionName": "local", "db": "solar", "coll": "dlq"}},
+                }
+            ]
+        }
+    )
 
     name: Name
     pipeline: Pipeline

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BeforeValidator
 
 from service.api import present
@@ -17,7 +17,14 @@ from service.schemas.processors import DlqPage, DlqPurged
 
 router = APIRouter(prefix="/processors", tags=["dlq"])
 
-Reason = Annotated[str | None, Query(max_length=10_000, description="errInfo.reason, exactly")]
+#: Query parameter lengths, in characters: with the rest of the URL, percent-encoded (up to
+#: 12 bytes a character), they stay under the server's bound on a request head
+#: (`service.main.MAX_REQUEST_HEAD_BYTES`).
+MAX_REASON_CHARS = 4_096
+
+Reason = Annotated[
+    str | None, Query(max_length=MAX_REASON_CHARS, description="errInfo.reason, exactly")
+]
 Operator = Annotated[
     str | None, Query(alias="operatorName", max_length=200, description="operatorName, exactly")
 ]
@@ -36,26 +43,36 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
 From = Annotated[DateTimeText | None, Query(alias="from", description="dlqTime >= from (ISO-8601)")]
 To = Annotated[DateTimeText | None, Query(alias="to", description="dlqTime < to (ISO-8601)")]
-Filter = Annotated[
-    str | None, Query(alias="filter", max_length=100_000, description="MQL filter (JSON)")
-]
+#: `filter` as the OpenAPI document describes it: a JSON object in the query string (the
+#: route reads it from the request, so FastAPI does not describe it as a plain string).
+FILTER_PARAMETER: dict[str, Any] = {
+    "name": "filter",
+    "in": "query",
+    "required": False,
+    "description": "An MQL filter on the DLQ documents, as JSON.",
+    "content": {"application/json": {"schema": {"type": "object"}}},
+}
+_FILTER_DOC: dict[str, Any] = {"parameters": [FILTER_PARAMETER]}
 
 
 def _filters(
+    request: Request,
     reason: Reason = None,
     operator_name: Operator = None,
     dlq_from: From = None,
     dlq_to: To = None,
-    mql: Filter = None,
 ) -> DlqFilters:
     """The query parameters both routes filter by."""
+    mql = request.query_params.get("filter")
     return DlqFilters(reason, operator_name, dlq_from, dlq_to, mql)
 
 
 Filters = Annotated[DlqFilters, Depends(_filters)]
 
 
-@router.get("/{name}/dlq", response_model=DlqPage, responses=present.errors(404))
+@router.get(
+    "/{name}/dlq", response_model=DlqPage, responses=present.errors(404), openapi_extra=_FILTER_DOC
+)
 def list_dlq(
     name: ProcessorName,
     manager: ManagerDep,
@@ -70,7 +87,12 @@ def list_dlq(
     return {"results": results, "totalCount": total}
 
 
-@router.delete("/{name}/dlq", response_model=DlqPurged, responses=present.errors(404))
+@router.delete(
+    "/{name}/dlq",
+    response_model=DlqPurged,
+    responses=present.errors(404),
+    openapi_extra=_FILTER_DOC,
+)
 def purge_dlq(name: ProcessorName, manager: ManagerDep, filters: Filters) -> dict[str, Any]:
     """Delete the processor's DLQ documents matching the filters (all without filters)."""
     return {"deletedCount": manager.dlq_targets.purge(manager.get(name), filters)}

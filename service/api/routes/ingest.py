@@ -13,14 +13,26 @@ from service.schemas.processors import IngestAccepted
 
 router = APIRouter(tags=["ingest"])
 
+#: Text bodies hold a record when something other than the whitespace `bytes.strip` removes
+#: (`_WS`) follows the UTF-8 byte order mark the service drops from the start of a body; an
+#: empty body is refused (422). The three branches: a BOM first, then a record; no BOM, a
+#: record; whitespace, then a BOM (no longer the first character, so a record).
+_WS = r" \t\n\r\x0b\x0c"
+_LINES = {
+    "type": "string",
+    "pattern": rf"^(?:\ufeff[{_WS}]*[^{_WS}]|[{_WS}]*[^{_WS}\ufeff]|[{_WS}]+\ufeff)",
+}
+
 _BODY = {
     "requestBody": {
         "required": True,
-        "description": "A JSON array of documents (or one document), or NDJSON lines.",
+        "description": "A JSON array of records, one JSON record, or NDJSON lines. A record "
+        "that is not a JSON object is accepted, counted in `invalid`, and sent to the DLQ by "
+        "every processor reading the connection; an empty array is accepted as no records.",
         "content": {
-            "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
-            "application/x-ndjson": {"schema": {"type": "string"}},
-            "text/plain": {"schema": {"type": "string"}},
+            "application/json": {"schema": {}},
+            "application/x-ndjson": {"schema": _LINES},
+            "text/plain": {"schema": _LINES},
         },
     }
 }
