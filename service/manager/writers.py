@@ -23,12 +23,13 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from bson.errors import BSONError
 
 from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
 from pipeline_stages._stream.batch import DOC_TEXT, BatchResult
+from pipeline_stages._stream.outputs import PartitionSink
 from service.manager.stats import LiveStats
 from service.schemas.processors import nesting_depth
 from service.stores import DlqStore, DocumentStore, InvalidDocument, from_relaxed_ejson
@@ -72,8 +73,17 @@ class SampleBuffer:
             del self._mirror[: -self.capacity]
         return self._mirror
 
-    def append(self, generation: int, batch_id: int, messages: Sequence[tuple[str, str]]) -> None:
-        """Store one batch's messages (kind, JSON text), replacing a replay's earlier write."""
+    def append(
+        self,
+        generation: int,
+        batch_id: int,
+        messages: Sequence[tuple[str, str]],
+        *,
+        first_index: int = 0,
+    ) -> None:
+        """Store one batch's messages (kind, JSON text), replacing a replay's earlier write;
+        `first_index` is the position of the first of them among the batch's messages (a
+        writer hands over only a batch's last messages)."""
         if not messages:
             return
         docs = [
@@ -85,7 +95,7 @@ class SampleBuffer:
                 "k": kind,
                 "m": text,
             }
-            for i, (kind, text) in enumerate(messages)
+            for i, (kind, text) in enumerate(messages, start=first_index)
         ]
         try:
             self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
@@ -99,7 +109,10 @@ class SampleBuffer:
             mirror = self._loaded()
             while mirror and mirror[-1][0] >= (generation, batch_id, 0):
                 mirror.pop()  # a replayed batch: its earlier messages are rewritten
-            mirror.extend(((generation, batch_id, i), k, t) for i, (k, t) in enumerate(messages))
+            mirror.extend(
+                ((generation, batch_id, i), k, t)
+                for i, (k, t) in enumerate(messages, start=first_index)
+            )
             del mirror[: -self.capacity]
         self._trim()
 
@@ -280,7 +293,13 @@ def _json_text(value: Any, *, keep_strings: bool = False) -> str:
 
 
 class ProcessorWriter:
-    """The `BatchWriter` of one processor run: sink, DLQ, sample buffer, stats."""
+    """The `BatchWriter` of one processor run: sink, DLQ, sample buffer, stats.
+
+    With a `PartitionSink` (or no sink) it writes summaries (`_engine.sink.SummaryWriter`):
+    the sink writes each partition on the executors, and `write` receives the batch's DLQ
+    records, its counts and only its last `sample_capacity` messages. With a driver-side
+    `SinkWriter` (tests, tools) it receives whole batches and applies the sink itself.
+    """
 
     def __init__(
         self,
@@ -289,13 +308,16 @@ class ProcessorWriter:
         stats: LiveStats,
         sample: SampleBuffer,
         dlq: DlqWriter | None,
-        sink: SinkWriter | None = None,
+        sink: SinkWriter | PartitionSink | None = None,
     ) -> None:
         self.generation = generation
         self.stats = stats
         self.sample = sample
         self.dlq = dlq
         self.sink = sink
+        self.writes_summaries = sink is None or hasattr(sink, "write_partition")
+        self.partition_sink = cast("PartitionSink | None", sink if self.writes_summaries else None)
+        self.sample_capacity = sample.capacity
 
     def close(self) -> None:
         """Release the sink's resources (the Kafka producer) once the run has stopped."""
@@ -303,25 +325,38 @@ class ProcessorWriter:
 
     def write(self, batch: BatchResult) -> None:
         """Write one micro-batch (idempotent per batch id)."""
-        # The sink first: its DLQ records (write errors) are then stored with the others.
-        unwritten = apply_sink(self.sink, batch)
+        first = 0
+        if batch.totals is None:
+            # The sink first: its DLQ records (write errors) are then stored with the others.
+            legacy = None if self.writes_summaries else cast("SinkWriter", self.sink)
+            unwritten = apply_sink(legacy, batch)
+            sizes = [
+                len(o.doc_json.encode("utf-8", "surrogatepass"))
+                for i, o in enumerate(batch.outputs)
+                if i not in unwritten
+            ]
+            written, written_bytes = len(sizes), sum(sizes)
+        else:
+            written, written_bytes = batch.totals.written, batch.totals.written_bytes
+            first = batch.totals.first_message
         dlq_texts = [_json_text(record) for record in batch.dlq]
         if batch.dlq and self.dlq is not None:
             self.dlq.write(batch.dlq)
+        order = batch.order
+        if len(order) > self.sample.capacity:  # only the last messages can be shown
+            first += len(order) - self.sample.capacity
+            order = order[-self.sample.capacity :]
         messages = [
             (KIND_OUT, batch.outputs[index].doc_json)
             if kind == KIND_OUT
             else (KIND_DLQ, dlq_texts[index])
-            for kind, index in batch.order
+            for kind, index in order
         ]
-        self.sample.append(self.generation, batch.batch_id, messages)
+        self.sample.append(self.generation, batch.batch_id, messages, first_index=first)
         self.stats.record_batch(
             batch.batch_id,
-            output_sizes=[
-                len(o.doc_json.encode("utf-8", "surrogatepass"))
-                for i, o in enumerate(batch.outputs)
-                if i not in unwritten
-            ],
+            output_count=written,
+            output_bytes=written_bytes,
             dlq_records=[
                 (str(record.get("operatorName", "")), len(text.encode("utf-8")))
                 for record, text in zip(batch.dlq, dlq_texts, strict=True)

@@ -16,8 +16,10 @@ from typing import Any
 
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sinks.dispatch import build_sink_writer
+from pipeline_stages._connectors.sinks.partitioned import build_partition_sink
 from pipeline_stages._connectors.sinks.planning import plan_sink
 from pipeline_stages._stream.context import BUILTIN_CONNECTIONS, ConnectionInfo
+from service.runtime.executor_stores import ExecutorSinkResources
 from service.stores import DocumentStore
 
 
@@ -97,12 +99,49 @@ class StoreSinkResources:
         """The pymongo client of a `Cluster` connection."""
         return self._clients.client(self._uri(connection, self.connection(connection)))
 
+    def for_executors(self, connection: str, *, on_this_host: bool) -> ExecutorSinkResources | None:
+        """Picklable resources reaching `connection` from the executors, or None when they
+        cannot: `local` is a SQLite file only executors on this machine open (and a
+        MongoDB-backed `local` is reached through the service's own client)."""
+        info = self.connection(connection)
+        if info is None:
+            return None
+        local_path = None
+        if info.type == "Local":
+            path = getattr(self.documents(connection), "database_path", None)
+            if not on_this_host or path is None:
+                return None
+            local_path = str(path)
+        return ExecutorSinkResources(connections={connection: info}, local_path=local_path)
+
     @staticmethod
     def _uri(name: str, info: ConnectionInfo | None) -> str:
         uri = info.config.get("uri") if info is not None and info.type == "Cluster" else None
         if not isinstance(uri, str):
             raise LookupError(f"connection {name!r} is not a Cluster connection with a uri")
         return uri
+
+
+def build_run_partition_sink(
+    parsed: Any,
+    resources: StoreSinkResources,
+    *,
+    processor: str,
+    run_tag: str,
+    executors_on_this_host: bool = True,
+) -> Any | None:
+    """The `PartitionSink` of a parsed pipeline (None without a sink): written on the
+    executors when they reach its target (`StoreSinkResources.for_executors`), else in the
+    driver with the same bulk writers."""
+    if parsed.sink is None:
+        return None
+    plan = plan_sink(parsed.sink, connection_of=resources.connection, problems=ProblemCollector())
+    if plan is None:
+        return None
+    executors = resources.for_executors(plan.connection, on_this_host=executors_on_this_host)
+    return build_partition_sink(
+        plan, resources, executors=executors, processor=processor, run_tag=run_tag
+    )
 
 
 def build_run_sink(
