@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import PipelineInvalid, Problem
-from pipeline_stages._connectors.sinks.dispatch import close_sink
+from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
 from pipeline_stages._connectors.sources.register import register_all
 from pipeline_stages._engine.session import build_session, start_query
 from pipeline_stages._stream.batch import BatchResult
@@ -66,7 +66,7 @@ class StdoutWriter:
     #: Id of the first micro-batch seen with the finite source exhausted (see `_finished`).
     exhausted_batch: int | None = None
     #: The pipeline's `$merge`/`$emit` sink (None without a sink).
-    sink: PartitionSink | None = None
+    sink: PartitionSink | SinkWriter | None = None
     #: No `sample` buffer here: a summarised batch needs none of its outputs.
     sample_capacity: int = 0
 
@@ -75,15 +75,17 @@ class StdoutWriter:
         """With a sink, partitions write their documents on the executors and only DLQ
         records are printed (`_engine.sink.SummaryWriter`); without one every document is
         printed, so the batch is collected."""
-        return self.sink is not None
+        return hasattr(self.sink, "write_partition")
 
     @property
     def partition_sink(self) -> PartitionSink | None:
         """The sink the partitions write to."""
-        return self.sink
+        return cast("PartitionSink", self.sink) if self.writes_summaries else None
 
     def write(self, batch: BatchResult) -> None:
         """Print one micro-batch's documents (without a sink) and DLQ records, in order."""
+        if batch.totals is None and not self.writes_summaries:
+            apply_sink(cast("SinkWriter | None", self.sink), batch)  # a driver-side writer
         if batch.totals is not None:
             for record in batch.dlq:
                 self.out.write(json.dumps({"_dlqMessage": record}) + "\n")
@@ -249,9 +251,7 @@ class _LocalStore:
             self._stores.close()
 
 
-def _sink_writer(
-    parsed: Any, connections: Mapping[str, Any], local: _LocalStore, name: str
-) -> PartitionSink | None:
+def _sink_writer(parsed: Any, connections: Mapping[str, Any], local: _LocalStore, name: str) -> Any:
     resources = StoreSinkResources(
         local=local.documents, connections=connections, clients=local.clients
     )

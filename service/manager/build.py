@@ -16,12 +16,12 @@ from service.manager.stats import LiveStats
 from service.manager.validate import Definition
 from service.manager.writers import DlqWriter, ProcessorWriter, SampleBuffer
 from service.runtime.engine import CompileRequest, RunRequest
-from service.runtime.executor_stores import executors_on_this_host
 from service.runtime.locks import CheckpointLock
 from service.runtime.sink_resources import (
     ClusterClients,
     StoreSinkResources,
     build_run_partition_sink,
+    executors_on_this_host,
 )
 from service.stores import DocumentStore, ProcessorRecord, Spool, StatsLedger, StatsStore
 

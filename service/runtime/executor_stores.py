@@ -16,9 +16,13 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+
+from pymongo import MongoClient
 
 from pipeline_stages._stream.context import BUILTIN_CONNECTIONS, ConnectionInfo
+from service.stores.mongo_documents import MongoDocumentStore
+from service.stores.sqlite_db import SqliteDatabase
+from service.stores.sqlite_documents import SqliteDocumentStore
 
 _opened: dict[tuple[int, str, str], Any] = {}
 _lock = threading.Lock()
@@ -35,38 +39,17 @@ def _cached(kind: str, key: str, open_: Any) -> Any:
 
 def local_documents(path: str) -> Any:
     """The `DocumentStore` of the SQLite file at `path`."""
-    from service.stores.sqlite_db import SqliteDatabase
-    from service.stores.sqlite_documents import SqliteDocumentStore
-
     return _cached("sqlite", path, lambda: SqliteDocumentStore(SqliteDatabase(path)))
 
 
 def cluster_client(uri: str) -> Any:
     """The pymongo client of a `Cluster` URI (tz-aware, as the stores require)."""
-    from pymongo import MongoClient
-
     return _cached("client", uri, lambda: MongoClient(uri, tz_aware=True))
 
 
 def cluster_documents(uri: str) -> Any:
     """The `DocumentStore` over the client of `uri`."""
-    from service.stores.mongo_documents import MongoDocumentStore
-
     return _cached("documents", uri, lambda: MongoDocumentStore(cluster_client(uri)))
-
-
-_LOOPBACK = ("localhost", "127.0.0.1", "::1")
-
-
-def executors_on_this_host(master: str) -> bool:
-    """Whether every executor of `master` runs on this machine: `local[*]`, or a standalone
-    master on a loopback address (whose workers are local too)."""
-    if master.startswith("local"):
-        return True
-    if not master.startswith("spark://"):
-        return False
-    hosts = [urlsplit(f"spark://{part}").hostname for part in master[8:].split(",")]
-    return all(host in _LOOPBACK or (host or "").startswith("127.") for host in hosts)
 
 
 @dataclass(frozen=True)

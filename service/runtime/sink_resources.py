@@ -12,15 +12,32 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sinks.dispatch import build_sink_writer
 from pipeline_stages._connectors.sinks.partitioned import build_partition_sink
 from pipeline_stages._connectors.sinks.planning import plan_sink
 from pipeline_stages._stream.context import BUILTIN_CONNECTIONS, ConnectionInfo
-from service.runtime.executor_stores import ExecutorSinkResources
 from service.stores import DocumentStore
+
+if TYPE_CHECKING:
+    from service.runtime.executor_stores import ExecutorSinkResources
+
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def executors_on_this_host(master: str) -> bool:
+    """Whether every executor of `master` runs on this machine: `local[*]`, or a standalone
+    master on a loopback address (whose workers are local too)."""
+    if master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    hosts = [urlsplit(f"spark://{part}").hostname for part in master[8:].split(",")]
+    return all(host in _LOOPBACK or (host or "").startswith("127.") for host in hosts)
 
 
 class ClusterClients:
@@ -103,6 +120,8 @@ class StoreSinkResources:
         """Picklable resources reaching `connection` from the executors, or None when they
         cannot: `local` is a SQLite file only executors on this machine open (and a
         MongoDB-backed `local` is reached through the service's own client)."""
+        from service.runtime.executor_stores import ExecutorSinkResources  # pymongo, lazily
+
         info = self.connection(connection)
         if info is None:
             return None
