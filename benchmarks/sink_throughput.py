@@ -93,7 +93,9 @@ def instrument() -> None:
         if hasattr(engine_sink, name):
             setattr(engine_sink, name, timed(name, getattr(engine_sink, name)))
     ProcessorWriter.write = timed("writer (DLQ, sample, stats)", ProcessorWriter.write)  # type: ignore[method-assign]
-    engine_sink.ForeachBatchSink.__call__ = timed("foreachBatch total", engine_sink.ForeachBatchSink.__call__)  # type: ignore[method-assign]
+    engine_sink.ForeachBatchSink.__call__ = timed(
+        "foreachBatch total", engine_sink.ForeachBatchSink.__call__
+    )  # type: ignore[method-assign]
 
 
 def run_once(spark: Any, sink: str, mode: str, rows: int, batches: int) -> float:
@@ -101,7 +103,8 @@ def run_once(spark: Any, sink: str, mode: str, rows: int, batches: int) -> float
         root = Path(tmp)
         write_input(root / "files" / "in", rows * batches)
         files = ConnectionInfo("files", "File", {"directory": str(root / "files")})
-        pipeline = [{"$source": {"connectionName": "files", "path": "in"}}, *STAGES, SINKS[sink]]
+        source = {"connectionName": "files", "path": "in", "config": {"maxOffsetsPerTrigger": rows}}
+        pipeline = [{"$source": source}, *STAGES, SINKS[sink]]
         stores = SqliteStores(root / "sluice.db")
         try:
             ctx = compile_context(
@@ -118,9 +121,10 @@ def run_once(spark: Any, sink: str, mode: str, rows: int, batches: int) -> float
                 connections={"files": files},
                 clients=sink_resources.ClusterClients(),
             )
-            build = sink_resources.build_run_sink
-            if mode == "executors":
-                build = sink_resources.build_run_partition_sink  # type: ignore[attr-defined]
+            build = getattr(
+                sink_resources,
+                "build_run_partition_sink" if mode == "executors" else "build_run_sink",
+            )
             writer = ProcessorWriter(
                 generation=1,
                 stats=LiveStats(),
@@ -137,7 +141,9 @@ def run_once(spark: Any, sink: str, mode: str, rows: int, batches: int) -> float
             )
             try:
                 deadline = time.monotonic() + 1800
-                while writer.stats.totals["outputMessageCount"] == 0 or _input(query) < rows * batches:
+                while (
+                    writer.stats.totals["outputMessageCount"] == 0 or _input(query) < rows * batches
+                ):
                     if query.exception() is not None:
                         raise RuntimeError(str(query.exception()))
                     if time.monotonic() > deadline:
@@ -208,7 +214,9 @@ def main() -> None:
                         print(f"    {name:30s} {1000 * total / count:9.1f} ms/batch", flush=True)
             if len(medians) == 2:
                 ratio = medians["executors"] / medians["driver"]
-                print(f"{sink:5s} {rows:>7,d} rows/batch executors/driver: {ratio:.2f}x", flush=True)
+                print(
+                    f"{sink:5s} {rows:>7,d} rows/batch executors/driver: {ratio:.2f}x", flush=True
+                )
     spark.stop()
 
 

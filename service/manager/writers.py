@@ -53,7 +53,8 @@ class SampleBuffer:
 
     Documents are `{_id: "g:b:i", g, b, i, k: "out"|"dlq", m: <JSON text>}` where `g` is the
     checkpoint generation, `b` the batch id and `i` the position in the batch. The store keeps
-    at least `capacity` messages and trims the oldest once it holds 1.5 times as many. Reads
+    at least `capacity` messages and deletes the older ones by id once about half as many
+    again have fallen out of the last `capacity` (the mirror knows which). Reads
     are served from an in-memory mirror of the last `capacity` messages, loaded from the
     store once (a read must not scan the collection: `sample` is a hot control endpoint).
     """
@@ -64,14 +65,22 @@ class SampleBuffer:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._mirror: list[tuple[tuple[int, int, int], str, str]] | None = None
+        #: Ids of stored messages no longer among the last `capacity` (deleted in bulk).
+        self._stale: list[str] = []
 
     def _loaded(self) -> list[tuple[tuple[int, int, int], str, str]]:
         """The mirror, loaded on first use (caller holds the lock)."""
         if self._mirror is None:
             docs = self._documents.find(SAMPLE_DB, self._coll, sort=[("g", 1), ("b", 1), ("i", 1)])
             self._mirror = [((d["g"], d["b"], d["i"]), d["k"], d["m"]) for d in docs]
+            self._drop(self._mirror[: -self.capacity])
             del self._mirror[: -self.capacity]
         return self._mirror
+
+    def _drop(self, items: Sequence[tuple[tuple[int, int, int], str, str]]) -> None:
+        """Remember stored messages that fell out of the mirror, to delete (caller holds the
+        lock)."""
+        self._stale.extend("{}:{}:{}".format(*key) for key, _, _ in items)
 
     def append(
         self,
@@ -105,28 +114,33 @@ class SampleBuffer:
             for doc, (_, text) in zip(docs, messages, strict=True):
                 doc["m"] = text
             self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
+        written = {doc["_id"] for doc in docs}
         with self._lock:
             mirror = self._loaded()
             while mirror and mirror[-1][0] >= (generation, batch_id, 0):
-                mirror.pop()  # a replayed batch: its earlier messages are rewritten
+                # A replayed batch: its earlier messages are rewritten (or, with fewer
+                # messages kept this time, deleted).
+                key = mirror.pop()[0]
+                if "{}:{}:{}".format(*key) not in written:
+                    self._stale.append("{}:{}:{}".format(*key))
             mirror.extend(
                 ((generation, batch_id, i), k, t)
                 for i, (k, t) in enumerate(messages, start=first_index)
             )
+            self._drop(mirror[: -self.capacity])
             del mirror[: -self.capacity]
-        self._trim()
+            stale = self._stale if len(self._stale) > self.capacity // 2 else []
+            if stale:
+                self._stale = []
+        if stale:
+            self._trim(stale)
 
-    def _trim(self) -> None:
-        count = self._documents.count(SAMPLE_DB, self._coll)
-        if count <= self.capacity + max(1, self.capacity // 2):
-            return
-        oldest = self._documents.find(
-            SAMPLE_DB, self._coll, sort=[("g", 1), ("b", 1), ("i", 1)], limit=count - self.capacity
-        )
+    def _trim(self, stale: list[str]) -> None:
+        """Delete messages that fell out of the last `capacity` (by id: no scan, no sort)."""
         self._documents.merge(
             SAMPLE_DB,
             self._coll,
-            [{"_id": doc["_id"]} for doc in oldest],
+            [{"_id": _id} for _id in stale],
             when_matched="delete",
             when_not_matched="discard",
         )
@@ -156,6 +170,7 @@ class SampleBuffer:
         self._documents.drop(SAMPLE_DB, self._coll)
         with self._lock:
             self._mirror = []
+            self._stale = []
 
 
 def parse_cursor(cursor: str | None) -> tuple[int, int, int] | None:

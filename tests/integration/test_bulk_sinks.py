@@ -80,7 +80,14 @@ def test_a_120k_row_batch_never_reaches_the_driver(
             handle.write(json.dumps({"n": n, "ok": n % 4 != 0}) + "\n")
     files = ConnectionInfo("files", "File", {"directory": str(tmp_path / "files")})
     pipeline = [
-        {"$source": {"connectionName": "files", "path": "in", "streamMetaFieldName": ""}},
+        {
+            "$source": {
+                "connectionName": "files",
+                "path": "in",
+                "streamMetaFieldName": "",
+                "config": {"maxOffsetsPerTrigger": rows},
+            }
+        },
         {"$match": {"ok": True}},
         {"$addFields": {"twice": {"$multiply": ["$n", 2]}}},
         {"$project": {"_ts": 0}},
