@@ -111,11 +111,13 @@ def test_a_120k_row_batch_never_reaches_the_driver(
     monkeypatch.setattr(dataframe, "toArrow", refused)
     monkeypatch.setattr(dataframe, "toPandas", refused)
     summaries: list[tuple[int, int]] = []
+    kinds: list[str] = []
     summarize = engine_sink.summarize
 
     def spied(df: Any, work: Any, batch_id: int) -> Any:
         found = summarize(df, work, batch_id)
         summaries.append((len(found), df.rdd.getNumPartitions()))
+        kinds.extend(row["kind"] for row in found)
         return found
 
     monkeypatch.setattr(engine_sink, "summarize", spied)
@@ -145,9 +147,10 @@ def test_a_120k_row_batch_never_reaches_the_driver(
     assert [line["n"] for line in lines] == expected
     assert all(line["twice"] == 2 * line["n"] for line in lines)
     # One summary per batch, and nothing bigger crossed into the driver.
-    # Per partition: its last outputs (for the sample) and its count row.
-    assert summaries and all(size <= parts * (SAMPLE + 1) for size, parts in summaries)
-    most = max(parts * (SAMPLE + 1) for _, parts in summaries)
+    # Per partition: its last outputs (for the sample), its count and the file it staged.
+    assert summaries and all(size <= parts * (SAMPLE + 2) for size, parts in summaries), kinds
+    assert sorted(set(kinds)) == ["count", "out", "staged"]
+    most = max(parts * (SAMPLE + 2) for _, parts in summaries)
     assert most < 1000
     assert received and max(size for _, size in received) <= most
     totals = writer.stats.totals
