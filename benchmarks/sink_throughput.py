@@ -135,6 +135,7 @@ def run_once(spark: Any, sink: str, mode: str, rows: int, batches: int) -> float
                 sink=build(parsed, resources, processor="bench", run_tag="r"),
             )
             foreach = compiled.foreach_batch(writer, processor="bench", state_dir=None)
+            cpu = time.process_time()
             query = (
                 compiled.envelopes.writeStream.foreachBatch(foreach)
                 .option("checkpointLocation", str(root / "checkpoint"))
@@ -156,6 +157,7 @@ def run_once(spark: Any, sink: str, mode: str, rows: int, batches: int) -> float
                     progress = progress[1:]  # the first batch starts the Python workers
             finally:
                 query.stop()
+            TIMINGS["driver Python CPU (whole run)"] += time.process_time() - cpu
             written = writer.stats.totals["outputMessageCount"]
             check = _count_outputs(root, stores, sink)
             if check != written:
@@ -213,7 +215,7 @@ def main() -> None:
                     flush=True,
                 )
                 if args.profile:
-                    count = args.runs * args.batches
+                    count = args.runs * args.batches  # per batch, the first one included
                     for name, total in sorted(TIMINGS.items(), key=lambda i: -i[1]):
                         print(f"    {name:30s} {1000 * total / count:9.1f} ms/batch", flush=True)
             if len(medians) == 2:
