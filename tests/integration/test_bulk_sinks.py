@@ -47,11 +47,19 @@ def stores(tmp_path: Path) -> Iterator[SqliteStores]:
     opened.close()
 
 
-def processor_writer(stores: SqliteStores, pipeline: list[Any], files: ConnectionInfo) -> Any:
+def processor_writer(
+    stores: SqliteStores, pipeline: list[Any], files: ConnectionInfo, *, on_this_host: bool = True
+) -> Any:
     resources = StoreSinkResources(
         local=stores.documents, connections={"files": files}, clients=ClusterClients()
     )
-    sink = build_run_partition_sink(parse_pipeline(pipeline), resources, processor="p", run_tag="r")
+    sink = build_run_partition_sink(
+        parse_pipeline(pipeline),
+        resources,
+        processor="p",
+        run_tag="r",
+        executors_on_this_host=on_this_host,
+    )
     return ProcessorWriter(
         generation=1,
         stats=LiveStats(),
@@ -198,15 +206,19 @@ def test_a_replay_partitioned_differently_writes_files_and_counts_once(
     assert [m["n"] for m in messages] == list(range(500))[-SAMPLE:]
 
 
-def test_merge_into_local_from_the_executors_is_idempotent(
-    spark: Any, stores: SqliteStores, tmp_path: Path
+@pytest.mark.parametrize("on_this_host", [True, False], ids=["executors", "remote-cluster"])
+def test_merge_into_local_is_idempotent(
+    spark: Any, stores: SqliteStores, tmp_path: Path, on_this_host: bool
 ) -> None:
+    """Executors on this machine write `local` themselves; behind a remote cluster the driver
+    writes the batch with the same bulk writer."""
     files = ConnectionInfo("files", "File", {"directory": str(tmp_path)})
     pipeline = [
         {"$source": {"connectionName": "files", "path": "in"}},
         {"$merge": {"into": {"connectionName": "local", "db": "app", "coll": "out"}}},
     ]
-    writer = processor_writer(stores, pipeline, files)
+    writer = processor_writer(stores, pipeline, files, on_this_host=on_this_host)
+    assert writer.partition_sink.on_executors is on_this_host
     sink = ForeachBatchSink(writer, processor="p")
     docs: list[dict[str, Any]] = [{"n": n} for n in range(300)]
     docs[5] = {"n": 5, "bad": {"$date": "not a date"}}  # refused by the store: DLQ
