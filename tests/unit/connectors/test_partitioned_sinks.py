@@ -140,7 +140,11 @@ def test_the_partition_summary_counts_samples_and_reports_failures() -> None:
     ]
     # Only the last outputs come back (with the DLQ and stats envelopes, the sink's DLQ
     # records and the counts).
-    assert sorted(r["doc"] for r in summary if r["kind"] == "out") == ['{"n": 5}', '{"n": 6}', '{"n": 7}']
+    assert sorted(r["doc"] for r in summary if r["kind"] == "out") == [
+        '{"n": 5}',
+        '{"n": 6}',
+        '{"n": 7}',
+    ]
     batch, staged = assemble(work, 0, summary, {"count": 9, "bytes": 90})
     assert staged == []
     assert batch.totals is not None
