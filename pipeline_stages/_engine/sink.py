@@ -1,7 +1,12 @@
 """The `foreachBatch` sink: split envelopes into results, DLQ records and stats, then write.
 
 The batch's shape (`BatchResult`) and its ids are in `_stream.batch`; this module is the
-Spark side that collects a micro-batch and hands it to the processor's `BatchWriter`.
+Spark side that hands a micro-batch to the processor's `BatchWriter`.
+
+A writer that writes summaries (`SummaryWriter`: the service's and `sluice process`'s with a
+sink) has its sink write each partition where it is and receives only the partitions'
+summary (`_engine.partitions`): the envelopes are never collected into the driver. Other
+writers (`sluice process` printing every document, tests) get every envelope, collected.
 """
 
 from __future__ import annotations
@@ -9,10 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, cast
 
 from pyspark.sql import DataFrame
 
+from pipeline_stages._engine.partitions import PartitionWork, assemble, summarize, summarize_rows
 from pipeline_stages._stream.batch import (
     BatchResult,
     BatchWriter,
@@ -23,7 +29,23 @@ from pipeline_stages._stream.batch import (
 )
 from pipeline_stages._stream.envelope import KIND_DLQ
 from pipeline_stages._stream.frame import KIND_OUTPUT, KIND_STATS
+from pipeline_stages._stream.outputs import PartitionSink
 from pipeline_stages._windowing.batch.pipelining import FoldPipeline
+
+
+class SummaryWriter(Protocol):
+    """A `BatchWriter` whose sink writes partitions on the executors (see the module doc),
+    when its `writes_summaries` is true. Its `write` then receives batches with
+    `BatchResult.totals` set: the sink has written them."""
+
+    writes_summaries: bool
+    #: The sink (None: outputs are only counted and sampled).
+    partition_sink: PartitionSink | None
+    #: How many of a batch's last messages it keeps (`sample`).
+    sample_capacity: int
+
+    def write(self, batch: BatchResult) -> None:
+        """Record one written micro-batch (DLQ, sample, stats)."""
 
 
 class ForeachBatchSink:
@@ -54,6 +76,12 @@ class ForeachBatchSink:
         self.window = window
         self.input_counts = input_counts
         self._folds: Any | None = None
+        self._work: PartitionWork | None = None
+        if getattr(writer, "writes_summaries", False):
+            summarized = cast("SummaryWriter", writer)
+            self._work = PartitionWork(
+                processor, summarized.partition_sink, max(0, int(summarized.sample_capacity))
+            )
         if window is not None and pipelined:
             self._folds = FoldPipeline(window, self.write_envelopes, input_counts=input_counts)
 
@@ -62,9 +90,25 @@ class ForeachBatchSink:
         if self._folds is not None:
             self._folds.submit(df, batch_id)
             return
+        if self.window is None and self._work is not None:
+            rows = summarize(df, self._work, batch_id)
+            counts = self.input_counts(batch_id) if self.input_counts is not None else None
+            self._write_summary(batch_id, rows, counts)
+            return
         found = self.window.envelopes(df, batch_id) if self.window is not None else df.collect()
         counts = self.input_counts(batch_id) if self.input_counts is not None else None
         self.write_envelopes(batch_id, found, counts)
+
+    def _write_summary(
+        self, batch_id: int, rows: list[dict[str, Any]], counts: dict[str, int] | None
+    ) -> None:
+        """Publish what the partitions staged, then hand the summarised batch to the writer."""
+        if self._work is None:
+            raise RuntimeError("no partition work")
+        batch, staged = assemble(self._work, batch_id, rows, counts)
+        if self._work.sink is not None:
+            self._work.sink.publish(batch_id, staged)
+        self.writer.write(batch)
 
     def flush(self) -> None:
         """Return once every batch Spark finished is written (raises a failed fold's error)."""
@@ -86,6 +130,10 @@ class ForeachBatchSink:
     ) -> None:
         """Hand one batch's envelopes (and its input counts, if known) to the writer, in
         emission order."""
+        if self._work is not None:
+            # Window results held by the driver: written by the same bulk writers.
+            self._write_summary(batch_id, summarize_rows(found, self._work, batch_id), input_counts)
+            return
         # Sorting in Python, not with orderBy: a global sort samples its input first, which
         # would read the source twice.
         rows = sorted(found, key=lambda r: (r["seq"], r["part"], r["sub"]))

@@ -45,6 +45,24 @@ class Output:
 INPUT_METRICS = "sluice_source_input"
 
 
+@dataclass(frozen=True)
+class OutputTotals:
+    """The counts of a batch whose outputs were written on the executors (`_engine.partitions`).
+
+    Attributes:
+        produced: Output documents the batch produced.
+        written: Those the sink wrote (all of them without a sink).
+        written_bytes: Their JSON text's bytes (UTF-8).
+        first_message: The position, among the batch's messages (outputs and DLQ records in
+            emission order), of the first message in `BatchResult.order`.
+    """
+
+    produced: int
+    written: int
+    written_bytes: int
+    first_message: int
+
+
 @dataclass
 class BatchResult:
     """What one micro-batch produced, in emission order."""
@@ -58,6 +76,9 @@ class BatchResult:
     #: The source's records and bytes read by this batch (`INPUT_METRICS`, DLQ'd ones
     #: included), when the engine read them with the batch; None otherwise.
     input: dict[str, int] | None = None
+    #: Set when the sink already wrote the batch on the executors: `outputs` and `order` then
+    #: hold only the batch's last messages (for `sample`), `dlq` every DLQ record.
+    totals: OutputTotals | None = None
 
 
 class BatchWriter(Protocol):

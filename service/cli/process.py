@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import PipelineInvalid, Problem
@@ -32,11 +32,16 @@ from pipeline_stages._connectors.sources.register import register_all
 from pipeline_stages._engine.session import build_session, start_query
 from pipeline_stages._stream.batch import BatchResult
 from pipeline_stages._stream.context import ConnectionInfo
+from pipeline_stages._stream.outputs import PartitionSink
 from pipeline_stages._windowing.batch.pipelining import WindowFoldError
 from service.config.settings import default_data_dir
 from service.config.spark_conf import environment_conf
 from service.runtime.assemble import compile_context, compile_run
-from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
+from service.runtime.sink_resources import (
+    ClusterClients,
+    StoreSinkResources,
+    build_run_partition_sink,
+)
 from service.stores import open_stores
 
 EXIT_OK = 0
@@ -60,13 +65,31 @@ class StdoutWriter:
     stats_batch: int | None = None
     #: Id of the first micro-batch seen with the finite source exhausted (see `_finished`).
     exhausted_batch: int | None = None
-    #: The pipeline's `$merge`/`$emit` writer (None without a sink).
-    sink: SinkWriter | None = None
+    #: The pipeline's `$merge`/`$emit` sink (None without a sink).
+    sink: PartitionSink | SinkWriter | None = None
+    #: No `sample` buffer here: a summarised batch needs none of its outputs.
+    sample_capacity: int = 0
+
+    @property
+    def writes_summaries(self) -> bool:
+        """With a sink, partitions write their documents on the executors and only DLQ
+        records are printed (`_engine.sink.SummaryWriter`); without one every document is
+        printed, so the batch is collected."""
+        return hasattr(self.sink, "write_partition")
+
+    @property
+    def partition_sink(self) -> PartitionSink | None:
+        """The sink the partitions write to."""
+        return cast("PartitionSink", self.sink) if self.writes_summaries else None
 
     def write(self, batch: BatchResult) -> None:
-        """Write to the sink, if any, then print one micro-batch in emission order."""
-        apply_sink(self.sink, batch)
-        for kind, index in batch.order:
+        """Print one micro-batch's documents (without a sink) and DLQ records, in order."""
+        if batch.totals is None and not self.writes_summaries:
+            apply_sink(cast("SinkWriter | None", self.sink), batch)  # a driver-side writer
+        if batch.totals is not None:
+            for record in batch.dlq:
+                self.out.write(json.dumps({"_dlqMessage": record}) + "\n")
+        for kind, index in [] if batch.totals is not None else batch.order:
             if kind == "out" and self.print_outputs:
                 self.out.write(batch.outputs[index].doc_json + "\n")
             elif kind == "dlq":
@@ -228,16 +251,14 @@ class _LocalStore:
             self._stores.close()
 
 
-def _sink_writer(
-    parsed: Any, connections: Mapping[str, Any], local: _LocalStore, name: str
-) -> SinkWriter | None:
+def _sink_writer(parsed: Any, connections: Mapping[str, Any], local: _LocalStore, name: str) -> Any:
     resources = StoreSinkResources(
         local=local.documents, connections=connections, clients=local.clients
     )
     # Each run has a fresh checkpoint whose batch ids restart at 0: the start time keeps
     # the File sink's names of two runs apart (and in order).
     run_tag = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    return build_run_sink(parsed, resources, processor=name, run_tag=run_tag)
+    return build_run_partition_sink(parsed, resources, processor=name, run_tag=run_tag)
 
 
 def _default_session() -> Any:

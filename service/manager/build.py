@@ -17,7 +17,12 @@ from service.manager.validate import Definition
 from service.manager.writers import DlqWriter, ProcessorWriter, SampleBuffer
 from service.runtime.engine import CompileRequest, RunRequest
 from service.runtime.locks import CheckpointLock
-from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
+from service.runtime.sink_resources import (
+    ClusterClients,
+    StoreSinkResources,
+    build_run_partition_sink,
+    executors_on_this_host,
+)
 from service.stores import DocumentStore, ProcessorRecord, Spool, StatsLedger, StatsStore
 
 
@@ -126,11 +131,12 @@ class RunFactory:
         )
         # The run tag names File sink batches: stable per checkpoint (a replay rewrites the
         # same file), new for a fresh checkpoint (whose batch ids restart at 0).
-        sink = build_run_sink(
+        sink = build_run_partition_sink(
             definition.parsed,
             resources,
             processor=record.name,
             run_tag=f"{record.id}-g{record.generation:06d}",
+            executors_on_this_host=executors_on_this_host(self._settings.spark_master),
         )
         writer = ProcessorWriter(
             generation=record.generation,

@@ -13,8 +13,9 @@ Where the numbers come from:
   included), which the Spark engine reads from the batch's observed metrics inside the batch
   and hands to the writer with it (`BatchResult.input`); an engine that does not
   (`Engine.batch_input_metrics` false) has them counted from Spark's progress reports instead;
-* `outputMessageCount` / `outputMessageSize`, `dlqMessageCount` / `dlqMessageSize`: the
-  documents and DLQ records the writer received (JSON text bytes);
+* `outputMessageCount` / `outputMessageSize`: the documents the sink wrote (JSON text bytes),
+  counted by the partitions that wrote them (`pipeline_stages._engine.partitions`);
+  `dlqMessageCount` / `dlqMessageSize`: the DLQ records the writer received;
 * `stateSize`, `watermark`: the window operator's stats rows, else Spark's state operators and
   event-time watermark. These are gauges, not counts: they are persisted with the processor
   record every `stats_flush_seconds` and on stop.
@@ -113,17 +114,23 @@ class LiveStats:
         self,
         batch_id: int,
         *,
-        output_sizes: Iterable[int],
+        output_sizes: Iterable[int] = (),
+        output_count: int | None = None,
+        output_bytes: int = 0,
         dlq_records: Iterable[tuple[str, int]],
         window_stats: Iterable[Mapping[str, Any]],
         input_metrics: Mapping[str, Any] | None = None,
     ) -> bool:
         """Count one written micro-batch, persisting its counts before returning; False for a
-        replayed batch id (its counts replace the first attempt's) or an older one."""
-        sizes = list(output_sizes)
+        replayed batch id (its counts replace the first attempt's) or an older one. Outputs
+        are counted from `output_count` and `output_bytes` when given (totals counted where
+        the documents were written), else from each document's size (`output_sizes`)."""
+        if output_count is None:
+            sizes = list(output_sizes)
+            output_count, output_bytes = len(sizes), sum(sizes)
         part: dict[str, Any] = {
-            "outputMessageCount": len(sizes),
-            "outputMessageSize": sum(sizes),
+            "outputMessageCount": output_count,
+            "outputMessageSize": output_bytes,
             "dlqMessageCount": 0,
             "dlqMessageSize": 0,
         }

@@ -23,12 +23,13 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from bson.errors import BSONError
 
 from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
 from pipeline_stages._stream.batch import DOC_TEXT, BatchResult
+from pipeline_stages._stream.outputs import PartitionSink
 from service.manager.stats import LiveStats
 from service.schemas.processors import nesting_depth
 from service.stores import DlqStore, DocumentStore, InvalidDocument, from_relaxed_ejson
@@ -52,7 +53,8 @@ class SampleBuffer:
 
     Documents are `{_id: "g:b:i", g, b, i, k: "out"|"dlq", m: <JSON text>}` where `g` is the
     checkpoint generation, `b` the batch id and `i` the position in the batch. The store keeps
-    at least `capacity` messages and trims the oldest once it holds 1.5 times as many. Reads
+    at least `capacity` messages and deletes the older ones by id once about half as many
+    again have fallen out of the last `capacity` (the mirror knows which). Reads
     are served from an in-memory mirror of the last `capacity` messages, loaded from the
     store once (a read must not scan the collection: `sample` is a hot control endpoint).
     """
@@ -63,17 +65,34 @@ class SampleBuffer:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._mirror: list[tuple[tuple[int, int, int], str, str]] | None = None
+        #: Ids of stored messages no longer among the last `capacity` (deleted in bulk).
+        self._stale: list[str] = []
 
     def _loaded(self) -> list[tuple[tuple[int, int, int], str, str]]:
         """The mirror, loaded on first use (caller holds the lock)."""
         if self._mirror is None:
             docs = self._documents.find(SAMPLE_DB, self._coll, sort=[("g", 1), ("b", 1), ("i", 1)])
             self._mirror = [((d["g"], d["b"], d["i"]), d["k"], d["m"]) for d in docs]
+            self._drop(self._mirror[: -self.capacity])
             del self._mirror[: -self.capacity]
         return self._mirror
 
-    def append(self, generation: int, batch_id: int, messages: Sequence[tuple[str, str]]) -> None:
-        """Store one batch's messages (kind, JSON text), replacing a replay's earlier write."""
+    def _drop(self, items: Sequence[tuple[tuple[int, int, int], str, str]]) -> None:
+        """Remember stored messages that fell out of the mirror, to delete (caller holds the
+        lock)."""
+        self._stale.extend("{}:{}:{}".format(*key) for key, _, _ in items)
+
+    def append(
+        self,
+        generation: int,
+        batch_id: int,
+        messages: Sequence[tuple[str, str]],
+        *,
+        first_index: int = 0,
+    ) -> None:
+        """Store one batch's messages (kind, JSON text), replacing a replay's earlier write;
+        `first_index` is the position of the first of them among the batch's messages (a
+        writer hands over only a batch's last messages)."""
         if not messages:
             return
         docs = [
@@ -85,7 +104,7 @@ class SampleBuffer:
                 "k": kind,
                 "m": text,
             }
-            for i, (kind, text) in enumerate(messages)
+            for i, (kind, text) in enumerate(messages, start=first_index)
         ]
         try:
             self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
@@ -95,25 +114,33 @@ class SampleBuffer:
             for doc, (_, text) in zip(docs, messages, strict=True):
                 doc["m"] = text
             self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
+        written = {doc["_id"] for doc in docs}
         with self._lock:
             mirror = self._loaded()
             while mirror and mirror[-1][0] >= (generation, batch_id, 0):
-                mirror.pop()  # a replayed batch: its earlier messages are rewritten
-            mirror.extend(((generation, batch_id, i), k, t) for i, (k, t) in enumerate(messages))
+                # A replayed batch: its earlier messages are rewritten (or, with fewer
+                # messages kept this time, deleted).
+                key = mirror.pop()[0]
+                if "{}:{}:{}".format(*key) not in written:
+                    self._stale.append("{}:{}:{}".format(*key))
+            mirror.extend(
+                ((generation, batch_id, i), k, t)
+                for i, (k, t) in enumerate(messages, start=first_index)
+            )
+            self._drop(mirror[: -self.capacity])
             del mirror[: -self.capacity]
-        self._trim()
+            stale = self._stale if len(self._stale) > self.capacity // 2 else []
+            if stale:
+                self._stale = []
+        if stale:
+            self._trim(stale)
 
-    def _trim(self) -> None:
-        count = self._documents.count(SAMPLE_DB, self._coll)
-        if count <= self.capacity + max(1, self.capacity // 2):
-            return
-        oldest = self._documents.find(
-            SAMPLE_DB, self._coll, sort=[("g", 1), ("b", 1), ("i", 1)], limit=count - self.capacity
-        )
+    def _trim(self, stale: list[str]) -> None:
+        """Delete messages that fell out of the last `capacity` (by id: no scan, no sort)."""
         self._documents.merge(
             SAMPLE_DB,
             self._coll,
-            [{"_id": doc["_id"]} for doc in oldest],
+            [{"_id": _id} for _id in stale],
             when_matched="delete",
             when_not_matched="discard",
         )
@@ -143,6 +170,7 @@ class SampleBuffer:
         self._documents.drop(SAMPLE_DB, self._coll)
         with self._lock:
             self._mirror = []
+            self._stale = []
 
 
 def parse_cursor(cursor: str | None) -> tuple[int, int, int] | None:
@@ -280,7 +308,13 @@ def _json_text(value: Any, *, keep_strings: bool = False) -> str:
 
 
 class ProcessorWriter:
-    """The `BatchWriter` of one processor run: sink, DLQ, sample buffer, stats."""
+    """The `BatchWriter` of one processor run: sink, DLQ, sample buffer, stats.
+
+    With a `PartitionSink` (or no sink) it writes summaries (`_engine.sink.SummaryWriter`):
+    the sink writes each partition on the executors, and `write` receives the batch's DLQ
+    records, its counts and only its last `sample_capacity` messages. With a driver-side
+    `SinkWriter` (tests, tools) it receives whole batches and applies the sink itself.
+    """
 
     def __init__(
         self,
@@ -289,13 +323,16 @@ class ProcessorWriter:
         stats: LiveStats,
         sample: SampleBuffer,
         dlq: DlqWriter | None,
-        sink: SinkWriter | None = None,
+        sink: SinkWriter | PartitionSink | None = None,
     ) -> None:
         self.generation = generation
         self.stats = stats
         self.sample = sample
         self.dlq = dlq
         self.sink = sink
+        self.writes_summaries = sink is None or hasattr(sink, "write_partition")
+        self.partition_sink = cast("PartitionSink | None", sink if self.writes_summaries else None)
+        self.sample_capacity = sample.capacity
 
     def close(self) -> None:
         """Release the sink's resources (the Kafka producer) once the run has stopped."""
@@ -303,25 +340,38 @@ class ProcessorWriter:
 
     def write(self, batch: BatchResult) -> None:
         """Write one micro-batch (idempotent per batch id)."""
-        # The sink first: its DLQ records (write errors) are then stored with the others.
-        unwritten = apply_sink(self.sink, batch)
+        first = 0
+        if batch.totals is None:
+            # The sink first: its DLQ records (write errors) are then stored with the others.
+            legacy = None if self.writes_summaries else cast("SinkWriter", self.sink)
+            unwritten = apply_sink(legacy, batch)
+            sizes = [
+                len(o.doc_json.encode("utf-8", "surrogatepass"))
+                for i, o in enumerate(batch.outputs)
+                if i not in unwritten
+            ]
+            written, written_bytes = len(sizes), sum(sizes)
+        else:
+            written, written_bytes = batch.totals.written, batch.totals.written_bytes
+            first = batch.totals.first_message
         dlq_texts = [_json_text(record) for record in batch.dlq]
         if batch.dlq and self.dlq is not None:
             self.dlq.write(batch.dlq)
+        order = batch.order
+        if len(order) > self.sample.capacity:  # only the last messages can be shown
+            first += len(order) - self.sample.capacity
+            order = order[-self.sample.capacity :]
         messages = [
             (KIND_OUT, batch.outputs[index].doc_json)
             if kind == KIND_OUT
             else (KIND_DLQ, dlq_texts[index])
-            for kind, index in batch.order
+            for kind, index in order
         ]
-        self.sample.append(self.generation, batch.batch_id, messages)
+        self.sample.append(self.generation, batch.batch_id, messages, first_index=first)
         self.stats.record_batch(
             batch.batch_id,
-            output_sizes=[
-                len(o.doc_json.encode("utf-8", "surrogatepass"))
-                for i, o in enumerate(batch.outputs)
-                if i not in unwritten
-            ],
+            output_count=written,
+            output_bytes=written_bytes,
             dlq_records=[
                 (str(record.get("operatorName", "")), len(text.encode("utf-8")))
                 for record, text in zip(batch.dlq, dlq_texts, strict=True)

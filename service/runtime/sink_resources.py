@@ -12,13 +12,32 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sinks.dispatch import build_sink_writer
+from pipeline_stages._connectors.sinks.partitioned import build_partition_sink
 from pipeline_stages._connectors.sinks.planning import plan_sink
 from pipeline_stages._stream.context import BUILTIN_CONNECTIONS, ConnectionInfo
 from service.stores import DocumentStore
+
+if TYPE_CHECKING:
+    from service.runtime.executor_stores import ExecutorSinkResources
+
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def executors_on_this_host(master: str) -> bool:
+    """Whether every executor of `master` runs on this machine: `local[*]`, or a standalone
+    master on a loopback address (whose workers are local too)."""
+    if master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    hosts = [urlsplit(f"spark://{part}").hostname for part in master[8:].split(",")]
+    return all(host in _LOOPBACK or (host or "").startswith("127.") for host in hosts)
 
 
 class ClusterClients:
@@ -97,12 +116,51 @@ class StoreSinkResources:
         """The pymongo client of a `Cluster` connection."""
         return self._clients.client(self._uri(connection, self.connection(connection)))
 
+    def for_executors(self, connection: str, *, on_this_host: bool) -> ExecutorSinkResources | None:
+        """Picklable resources reaching `connection` from the executors, or None when they
+        cannot: `local` is a SQLite file only executors on this machine open (and a
+        MongoDB-backed `local` is reached through the service's own client)."""
+        from service.runtime.executor_stores import ExecutorSinkResources  # pymongo, lazily
+
+        info = self.connection(connection)
+        if info is None:
+            return None
+        local_path = None
+        if info.type == "Local":
+            path = getattr(self.documents(connection), "database_path", None)
+            if not on_this_host or path is None:
+                return None
+            local_path = str(path)
+        return ExecutorSinkResources(connections={connection: info}, local_path=local_path)
+
     @staticmethod
     def _uri(name: str, info: ConnectionInfo | None) -> str:
         uri = info.config.get("uri") if info is not None and info.type == "Cluster" else None
         if not isinstance(uri, str):
             raise LookupError(f"connection {name!r} is not a Cluster connection with a uri")
         return uri
+
+
+def build_run_partition_sink(
+    parsed: Any,
+    resources: StoreSinkResources,
+    *,
+    processor: str,
+    run_tag: str,
+    executors_on_this_host: bool = True,
+) -> Any | None:
+    """The `PartitionSink` of a parsed pipeline (None without a sink): written on the
+    executors when they reach its target (`StoreSinkResources.for_executors`), else in the
+    driver with the same bulk writers."""
+    if parsed.sink is None:
+        return None
+    plan = plan_sink(parsed.sink, connection_of=resources.connection, problems=ProblemCollector())
+    if plan is None:
+        return None
+    executors = resources.for_executors(plan.connection, on_this_host=executors_on_this_host)
+    return build_partition_sink(
+        plan, resources, executors=executors, processor=processor, run_tag=run_tag
+    )
 
 
 def build_run_sink(

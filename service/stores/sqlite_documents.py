@@ -3,14 +3,17 @@
 A document row holds the canonical form of its ``_id`` (unique per collection) and the JSON
 text. Unique indexes are rows in ``index_entries`` keyed by the canonical form of the indexed
 values (a missing field indexes as null, as in MongoDB; arrays are indexed as one value, not
-per element: a documented gap). Every document of a ``merge`` runs in its own savepoint, so a
-failing document leaves no trace while the rest of the batch is committed.
+per element: a documented gap). A ``merge`` on ``_id`` into a collection without other unique
+indexes is applied in bulk (`_bulk_merge`: one lookup and one ``executemany`` per kind of
+write, in one transaction); otherwise every document runs in its own savepoint, so a failing
+document leaves no trace while the rest of the batch is committed.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from .base import MergeResult, WhenMatched, WhenNotMatched
@@ -43,6 +46,11 @@ class SqliteDocumentStore:
 
     def __init__(self, database: SqliteDatabase) -> None:
         self._db = database
+
+    @property
+    def database_path(self) -> Path:
+        """The SQLite file (executors on this machine open it to write sinks in bulk)."""
+        return self._db.path
 
     def ensure_unique_index(self, db: str, coll: str, fields: Sequence[str]) -> None:
         """Creates a unique index on ``fields``; StoreError ``duplicate_key`` if data violates it."""
@@ -86,6 +94,9 @@ class SqliteDocumentStore:
         with self._db.write() as conn:
             indexes = self._indexes(conn, db, coll)
             lookup = self._lookup_index(indexes, fields, db, coll)
+            if lookup is None and not indexes:
+                counts.update(_bulk_merge(conn, (db, coll), items, when_matched, when_not_matched))
+                items = []
             for item in items:
                 conn.execute("SAVEPOINT doc")
                 try:
@@ -272,6 +283,78 @@ class SqliteDocumentStore:
         except sqlite3.IntegrityError:
             values = {f: _indexed_value(doc, f) for f in fields}
             raise _DocumentError(_duplicate(ns, name, values)) from None
+
+
+#: SQLite's default limit on a statement's parameters is 32766; stay well below it.
+_IN_CHUNK = 500
+
+
+def _bulk_merge(
+    conn: sqlite3.Connection,
+    ns: tuple[str, str],
+    items: Sequence[MergeItem],
+    when_matched: str,
+    when_not_matched: str,
+) -> dict[str, int]:
+    """Apply `_id`-matched items to a collection without other unique indexes in bulk: one
+    lookup of the stored documents per 500 keys, the items applied in order in memory (a later
+    item of the same `_id` sees an earlier one's effect), then one `executemany` per kind of
+    write. No per-document error is possible here (`plan` refused what could not be written:
+    the matched `_id` is the item's own), so the result equals applying the items one by one.
+    """
+    keys = [canonical_key(item.doc["_id"]) for item in items]
+    stored: dict[str, tuple[int, str]] = {}
+    distinct = list(dict.fromkeys(keys))
+    for start in range(0, len(distinct), _IN_CHUNK):
+        chunk = distinct[start : start + _IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id_key, seq, doc FROM documents WHERE ns_db = ? AND ns_coll = ? AND id_key IN ({marks})"
+        for id_key, seq, text in conn.execute(sql, (*ns, *chunk)):
+            stored[id_key] = (seq, text)
+    #: key -> (stored seq or None, current document or None when absent).
+    state: dict[str, tuple[int | None, dict[str, Any] | None]] = {}
+    counts = {"inserted": 0, "updated": 0, "deleted": 0, "none": 0}
+    for item, key in zip(items, keys, strict=True):
+        if key not in state:
+            found = stored.get(key)
+            state[key] = (None, None) if found is None else (found[0], from_storage_json(found[1]))
+        seq, existing = state[key]
+        if existing is None:
+            if when_not_matched == "discard":
+                counts["none"] += 1
+                continue
+            state[key] = (seq, inserted_document(item, replace=when_matched == "replace"))
+            counts["inserted"] += 1
+        elif when_matched == "keepExisting":
+            counts["none"] += 1
+        elif when_matched == "delete":
+            state[key] = (seq, None)
+            counts["deleted"] += 1
+        else:
+            rest = {k: v for k, v in item.doc.items() if k != "_id"}
+            head = {"_id": existing["_id"]}
+            state[key] = (
+                seq,
+                {**head, **rest} if when_matched == "replace" else {**existing, **rest},
+            )
+            counts["updated"] += 1
+    conn.executemany(
+        "UPDATE documents SET doc = ? WHERE seq = ?",
+        [(encode_normalized(doc), seq) for seq, doc in state.values() if seq is not None and doc],
+    )
+    conn.executemany(
+        "DELETE FROM documents WHERE seq = ?",
+        [(seq,) for seq, doc in state.values() if seq is not None and doc is None],
+    )
+    conn.executemany(
+        "INSERT INTO documents (ns_db, ns_coll, id_key, doc) VALUES (?, ?, ?, ?)",
+        [
+            (*ns, key, encode_normalized(doc))
+            for key, (seq, doc) in state.items()
+            if seq is None and doc is not None
+        ],
+    )
+    return counts
 
 
 def _indexed_value(doc: Mapping[str, Any], field: str) -> Any:

@@ -44,6 +44,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import time
 from collections import Counter
@@ -72,6 +73,8 @@ RECORDS_PER_REQUEST = 10
 START_TIMEOUT = 240.0
 PROGRESS_TIMEOUT = 180.0
 FINISH_TIMEOUT = 360.0
+#: The batch id in a File-sink file name (`pipeline_stages/_connectors/sinks/partitioned.py`).
+BATCH_FILE = re.compile(r"-(\d{12})(?:-\d{5})?\.jsonl$")
 
 
 # --------------------------------------------------------------------------- processes
@@ -222,10 +225,13 @@ class Deployment:
         directory = self.files / S.EMIT_PATH
         if not directory.is_dir():
             return None
+        # `<processor>-<run>-<batch id>.jsonl`, or `...-<batch id>-<k>.jsonl` for a batch
+        # written by several partitions.
+        named = ((name, BATCH_FILE.search(name)) for name in os.listdir(directory))
         written = {
-            int(name.rsplit("-", 1)[1].removesuffix(".jsonl"))
-            for name in os.listdir(directory)
-            if name.endswith(".jsonl")
+            int(found.group(1))
+            for name, found in named
+            if found is not None
             and not name.startswith(".")
             and (directory / name).stat().st_mtime >= since
         }

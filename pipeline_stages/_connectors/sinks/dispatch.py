@@ -125,7 +125,7 @@ def apply_sink(sink: SinkWriter | None, batch: BatchResult) -> set[int]:
     return unwritten_outputs(batch.outputs, records)
 
 
-def close_sink(sink: SinkWriter | None) -> None:
+def close_sink(sink: object) -> None:
     """Release what a writer holds (the Kafka producer); writers without `close` hold nothing."""
     close = getattr(sink, "close", None)
     if close is not None:
