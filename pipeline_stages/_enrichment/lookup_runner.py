@@ -1,0 +1,268 @@
+"""The per-partition side of `$lookup` and `$cachedLookup`, run by `mapInArrow` on executors.
+
+A partition of a micro-batch arrives as Arrow record batches; the runner reads them all, takes
+the local keys of its healthy rows and asks the store once for all of them (one `$in`, the
+store's index doing the work), then matches each row against the answer in Python with MQL's
+equality rules (`matching`). With a `let` + `pipeline`, it runs one store query per distinct
+combination of variable values (and local key, when both forms are given). `$cachedLookup`
+first looks every distinct local value up in the executor's cache and queries only the misses.
+
+It adds two string columns: the JSON of the `as` array for each healthy row, and a per-row
+error (a key that cannot be decoded, a result that cannot be encoded): that row goes to the
+DLQ. A store that cannot answer fails the micro-batch, which Spark retries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pipeline_stages._documents.ejson import from_relaxed_ejson
+from pipeline_stages._documents.values import MISSING, get_path, set_path, sort_key, to_ejson
+from pipeline_stages._enrichment.cache import LookupCache, cache_for
+from pipeline_stages._enrichment.matching import ForeignIndex, distinct_values, local_keys
+from pipeline_stages._stream.json_text import prefer_double
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pipeline_stages._connectors.ports import KeyedDocuments, LookupStores
+
+#: Columns the compiler adds before the runner and the runner adds after.
+HEALTHY = "__lookup_healthy__"
+LOCAL = "__lookup_local__"
+LET_PREFIX = "__lookup_let_"
+RESULT = "__lookup_result__"
+ERROR = "__lookup_error__"
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """`$cachedLookup`'s cache: its name in the executor, TTL and byte bound."""
+
+    name: str
+    ttl_ms: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class LookupJob:
+    """Everything the executors need to run one lookup stage (pickled with the query)."""
+
+    stores: LookupStores
+    connection: str
+    db: str
+    coll: str
+    local_field: str | None
+    foreign_field: str | None
+    let_names: tuple[str, ...] = ()
+    pipeline: tuple[Mapping[str, Any], ...] = ()
+    cache: CacheConfig | None = None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Spark's `mapInArrow` function: the batches with `RESULT` and `ERROR` added."""
+        import pyarrow as pa
+
+        held = list(batches)
+        rows = _Rows.read(held, len(self.let_names))
+        results, errors = self._resolve(rows)
+        offset = 0
+        for batch in held:
+            end = offset + batch.num_rows
+            yield batch.append_column(
+                RESULT, pa.array(results[offset:end], pa.string())
+            ).append_column(ERROR, pa.array(errors[offset:end], pa.string()))
+            offset = end
+
+    def _resolve(self, rows: _Rows) -> tuple[list[str | None], list[str | None]]:
+        results: list[str | None] = [None] * rows.count
+        errors: list[str | None] = list(rows.errors)
+        groups: dict[Hashable, list[int]] = {}
+        group: Hashable
+        requests: dict[Hashable, tuple[Any, tuple[Any, ...]]] = {}
+        for index in rows.healthy:
+            if errors[index] is not None:
+                continue
+            local, lets = rows.local[index], rows.lets[index]
+            group = (sort_key(None if local is MISSING else local), tuple(map(sort_key, lets)))
+            groups.setdefault(group, []).append(index)
+            requests.setdefault(group, (local, lets))
+        answers = self._answers(requests)
+        for group, indexes in groups.items():
+            text, error = answers[group]
+            for index in indexes:
+                results[index], errors[index] = text, error
+        return results, errors
+
+    def _answers(
+        self, requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]]
+    ) -> dict[Hashable, tuple[str | None, str | None]]:
+        cache = self._cache()
+        answers: dict[Hashable, tuple[str | None, str | None]] = {}
+        missing = {}
+        for group, request in requests.items():
+            hit = cache.get(group) if cache is not None else None
+            if hit is not None:
+                answers[group] = (hit, None)
+            else:
+                missing[group] = request
+        if missing:
+            store = self.stores(self.connection)
+            fetched = (
+                self._fetch_by_pipeline(store, missing)
+                if self.pipeline or self.let_names
+                else self._fetch_by_keys(store, missing)
+            )
+            for group, docs in fetched.items():
+                answers[group] = _encode(docs)
+                if cache is not None and answers[group][1] is None:
+                    cache.put(group, answers[group][0] or "[]")
+        return answers
+
+    def _cache(self) -> LookupCache | None:
+        if self.cache is None:
+            return None
+        return cache_for(self.cache.name, ttl_ms=self.cache.ttl_ms, max_bytes=self.cache.max_bytes)
+
+    def _fetch_by_keys(
+        self, store: KeyedDocuments, requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]]
+    ) -> dict[Hashable, list[Mapping[str, Any]]]:
+        assert self.foreign_field is not None  # noqa: S101 - the compiler guarantees it
+        keys = {group: local_keys(local) for group, (local, _) in requests.items()}
+        wanted = distinct_values(k for values in keys.values() for k in values)
+        docs = store.find_by_keys(self.db, self.coll, self.foreign_field, wanted)
+        index = ForeignIndex(docs, self.foreign_field)
+        return {group: index.matches(values) for group, values in keys.items()}
+
+    def _fetch_by_pipeline(
+        self, store: KeyedDocuments, requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]]
+    ) -> dict[Hashable, list[Mapping[str, Any]]]:
+        out: dict[Hashable, list[Mapping[str, Any]]] = {}
+        for group, (local, lets) in requests.items():
+            variables = dict(zip(self.let_names, lets, strict=True))
+            query = _StoreQuery.of(self.pipeline, variables)
+            if self.local_field is not None and self.foreign_field is not None:
+                keys = local_keys(local)
+                query.filters.insert(0, {self.foreign_field: {"$in": keys}})
+            docs = store.find(
+                self.db,
+                self.coll,
+                query.filter(),
+                sort=query.sort,
+                skip=query.skip,
+                limit=query.limit,
+            )
+            out[group] = [query.project(d) for d in docs]
+        return out
+
+
+@dataclass
+class _Rows:
+    """The decoded inputs of a partition: health, local values, `let` values, decode errors."""
+
+    count: int
+    healthy: list[int]
+    local: list[Any]
+    lets: list[tuple[Any, ...]]
+    errors: list[str | None]
+
+    @classmethod
+    def read(cls, batches: Sequence[pa.RecordBatch], let_count: int) -> _Rows:
+        healthy_flags: list[bool] = []
+        local_texts: list[str | None] = []
+        let_texts: list[list[str | None]] = [[] for _ in range(let_count)]
+        for batch in batches:
+            healthy_flags += batch.column(HEALTHY).to_pylist()
+            local_texts += batch.column(LOCAL).to_pylist()
+            for i in range(let_count):
+                let_texts[i] += batch.column(f"{LET_PREFIX}{i}").to_pylist()
+        count = len(healthy_flags)
+        rows = cls(count, [i for i, h in enumerate(healthy_flags) if h], [MISSING] * count,
+                   [()] * count, [None] * count)  # fmt: skip
+        for index in rows.healthy:
+            try:
+                rows.local[index] = _decode(local_texts[index])
+                rows.lets[index] = tuple(_decode(t[index]) for t in let_texts)
+            except (ValueError, TypeError) as exc:
+                rows.errors[index] = f"cannot read the lookup key: {exc}"
+        return rows
+
+
+def _decode(text: str | None) -> Any:
+    return MISSING if text is None else from_relaxed_ejson(json.loads(text))
+
+
+def _encode(docs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str | None]:
+    try:
+        return prefer_double(json.dumps([to_ejson(dict(d)) for d in docs])), None
+    except (TypeError, ValueError) as exc:
+        return None, f"cannot encode a looked-up document: {exc}"
+
+
+@dataclass
+class _StoreQuery:
+    """An inner pipeline as one store query: filters, sort, skip, limit, projection."""
+
+    filters: list[dict[str, Any]]
+    sort: list[tuple[str, int]] | None = None
+    skip: int = 0
+    limit: int | None = None
+    projection: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, pipeline: Sequence[Mapping[str, Any]], variables: Mapping[str, Any]) -> _StoreQuery:
+        query = cls(filters=[])
+        for stage in pipeline:
+            ((name, body),) = stage.items()
+            if name == "$match":
+                query.filters.append(_bind(body, variables))
+            elif name == "$sort":
+                query.sort = [(k, int(v)) for k, v in body.items()]
+            elif name == "$skip":
+                query.skip = int(body)
+            elif name == "$limit":
+                query.limit = int(body)
+            elif name == "$project":
+                query.projection = dict(body)
+        return query
+
+    def filter(self) -> dict[str, Any]:
+        if not self.filters:
+            return {}
+        return self.filters[0] if len(self.filters) == 1 else {"$and": self.filters}
+
+    def project(self, doc: dict[str, Any]) -> dict[str, Any]:
+        if not self.projection:
+            return doc
+        include_id = bool(self.projection.get("_id", 1))
+        fields = {k: bool(v) for k, v in self.projection.items() if k != "_id"}
+        if fields and all(fields.values()):
+            out: dict[str, Any] = {"_id": doc["_id"]} if include_id and "_id" in doc else {}
+            for name in fields:
+                value = get_path(doc, name)
+                if value is not MISSING:
+                    set_path(out, name, value)
+            return out
+        out = {k: v for k, v in doc.items() if k not in fields and (include_id or k != "_id")}
+        return out
+
+
+def _bind(value: Any, variables: Mapping[str, Any]) -> Any:
+    """`value` with `$$name` / `$$name.path` of `let` replaced by `{$literal: ...}`."""
+    if isinstance(value, str) and value.startswith("$$"):
+        name, _, rest = value[2:].partition(".")
+        if name in variables:
+            bound = variables[name]
+            if rest:
+                bound = get_path(bound, rest) if isinstance(bound, dict) else MISSING
+            return {"$literal": None if bound is MISSING else bound}
+        return value
+    if isinstance(value, dict):
+        if "$literal" in value:
+            return value
+        return {k: _bind(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bind(v, variables) for v in value]
+    return value
