@@ -236,8 +236,13 @@ class ParsedPipeline:
 
     @property
     def sink(self) -> ParsedStage | None:
-        """The `$merge` / `$emit` stage, or None for an ephemeral pipeline."""
-        return self.stages[-1] if self.stages[-1].key in SINK_KEYS else None
+        """The `$merge` / `$emit` stage (or a last `$https`), or None for an ephemeral pipeline."""
+        last = self.stages[-1]
+        return (
+            last
+            if last.key in SINK_KEYS or (last.key == https.KEY and len(self.stages) > 1)
+            else None
+        )
 
     @property
     def has_sink(self) -> bool:

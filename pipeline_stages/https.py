@@ -36,6 +36,7 @@ from pipeline_stages._problems import CheckedSpec, ErrorList
 
 if TYPE_CHECKING:
     from pipeline_stages import Stage
+    from pipeline_stages._connectors.sinks.https_writer import HttpsSinkPlan
     from pipeline_stages._stream.context import CompileContext
     from pipeline_stages._stream.frame import StreamFrame
 
@@ -125,3 +126,11 @@ def compile(spec: HttpsSpec, frame: StreamFrame, ctx: CompileContext, path: str)
     from pipeline_stages._enrichment.https_compile import compile_https
 
     return compile_https(spec, frame, ctx, path, key=KEY, operator=OPERATOR_NAME)
+
+
+def compile_sink(spec: HttpsSpec, ctx: CompileContext, path: str) -> HttpsSinkPlan | None:
+    """`$https` as the last stage: the sink plan (`sinks.https_writer`); the runner builds its
+    writer, which sends one request per output with an `Idempotency-Key`."""
+    from pipeline_stages._connectors.sinks.https_writer import plan_https
+
+    return plan_https(spec, connection_of=ctx.connection, path=path, problems=ctx.problems)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from pipeline_stages._base import ProblemCode, WholeNumber
+from pipeline_stages._base import ProblemCode, WholeNumber, join_path
 from pipeline_stages._problems import CheckedSpec, ErrorList, given
 
 if TYPE_CHECKING:
@@ -48,6 +48,11 @@ class ThrottleSpec(CheckedSpec):
 
 
 def compile(spec: ThrottleSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001, ARG001
-    """Register the stage's token bucket with the run; the documents pass unchanged."""
-    ctx.throttles.append(spec)
+    """Refused for now: the source-side token bucket is not wired in yet (never ignored)."""
+    ctx.problems.error(
+        join_path(path, KEY),
+        ProblemCode.UNSUPPORTED_OPTION,
+        "$throttle is parsed but not enforced by Sluice yet: the source-side rate limit is "
+        "not implemented",
+    )
     return frame

@@ -55,8 +55,6 @@ class CompileContext:
     #: Opens a connection's collections on an executor for `$lookup`/`$cachedLookup` (a
     #: picklable `_connectors.ports.LookupStores` the runner provides); None: no lookups.
     lookup_stores: Any = None
-    #: The `$throttle` specs of the main pipeline, in order (the engine applies them).
-    throttles: list[Any] = field(default_factory=list)
 
     def connection(self, name: str) -> ConnectionInfo | None:
         """Look a connection up, built-ins included."""
