@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from service.cli.process import run_process
-from service.stores.sqlite import SqliteStores
 from service.stores.secrets import SecretBox
+from service.stores.sqlite import SqliteStores
 
 pytestmark = pytest.mark.spark
 
