@@ -121,7 +121,7 @@ def query(spark: SparkSession, directory: Path, pipeline: list[Any], opener: Any
         .text(str(directory))
         .select(
             F.lit(0).alias("part"),
-            F.monotonically_increasing_id().alias("seq"),
+            F.get_json_object("value", "$.order").cast("bigint").alias("seq"),
             F.col("value").alias("raw"),
             F.lit(0).cast("bigint").alias("source_ts_ms"),
             F.lit('{"type":"file"}').alias("meta"),
