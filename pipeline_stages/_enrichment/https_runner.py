@@ -12,7 +12,7 @@ raises, failing the micro-batch and so the query.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,8 +61,11 @@ class HttpsJob:
         import pyarrow as pa
 
         for batch in batches:
-            columns = {name: batch.column(name).to_pylist() for name in batch.schema.names
-                       if name.startswith("__https_")}  # fmt: skip
+            columns = {
+                name: batch.column(name).to_pylist()
+                for name in batch.schema.names
+                if name.startswith("__https_")
+            }
             requests, errors = self._requests(columns, batch.num_rows)
             outcomes = send_all(requests, self.policy)
             results: list[str | None] = [None] * batch.num_rows
@@ -147,8 +150,3 @@ def _scalar(text: str | None, name: str) -> Any:
 def names(mapping: Mapping[str, Any] | None) -> tuple[str, ...]:
     """The keys of an optional mapping, in order."""
     return tuple(mapping or ())
-
-
-def values(mapping: Mapping[str, Any] | None) -> Sequence[Any]:
-    """The values of an optional mapping, in order."""
-    return list((mapping or {}).values())

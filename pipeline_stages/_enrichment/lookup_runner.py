@@ -179,8 +179,13 @@ class _Rows:
             for i in range(let_count):
                 let_texts[i] += batch.column(f"{LET_PREFIX}{i}").to_pylist()
         count = len(healthy_flags)
-        rows = cls(count, [i for i, h in enumerate(healthy_flags) if h], [MISSING] * count,
-                   [()] * count, [None] * count)  # fmt: skip
+        rows = cls(
+            count=count,
+            healthy=[i for i, h in enumerate(healthy_flags) if h],
+            local=[MISSING] * count,
+            lets=[()] * count,
+            errors=[None] * count,
+        )
         for index in rows.healthy:
             try:
                 rows.local[index] = _decode(local_texts[index])

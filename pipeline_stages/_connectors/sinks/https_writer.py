@@ -73,31 +73,16 @@ def plan_https(
 ) -> HttpsSinkPlan | None:
     """The sink plan of a final `$https` (`HttpsSpec`), or None with problems recorded."""
     stage = join_path(path, "$https")
-    info = connection_of(spec.connection_name)
-    where = join_path(stage, "connectionName")
-    if info is None:
-        problems.error(
-            where, ProblemCode.UNKNOWN_CONNECTION, f"Unknown connection '{spec.connection_name}'"
-        )
-        return None
-    if info.type != "Https":
-        problems.error(
-            where,
-            ProblemCode.INVALID_VALUE,
-            f"Connection '{spec.connection_name}' is a {info.type} connection; $https needs an Https connection",
-        )
+    if not _connection_ok(spec.connection_name, connection_of, stage, problems):
         return None
     if spec.payload is not None:
         problems.error(
             join_path(stage, "payload"),
             ProblemCode.UNSUPPORTED_OPTION,
-            "payload is not supported when $https is the last stage yet: shape the document with the stages before it",
+            "payload is not supported when $https is the last stage yet: shape the document "
+            "with the stages before it",
         )
         return None
-    for key in ("parameters", "headers"):
-        for name in getattr(spec, key) or {}:
-            if "." in name or name.startswith("$"):
-                problems.error(join_path(stage, key, name), ProblemCode.INVALID_VALUE, f"{key} names cannot contain '.' or start with '$' in the sink form")  # fmt: skip
     config = spec.config
     return HttpsSinkPlan(
         connection=spec.connection_name,
@@ -112,15 +97,32 @@ def plan_https(
             max_retries=config.max_retries,
             backoff_ms=config.retry_backoff_ms,
         ),
-    )  # fmt: skip
+    )
+
+
+def _connection_ok(name: str, connection_of: Any, stage: str, problems: ProblemCollector) -> bool:
+    info = connection_of(name)
+    where = join_path(stage, "connectionName")
+    if info is None:
+        problems.error(where, ProblemCode.UNKNOWN_CONNECTION, f"Unknown connection '{name}'")
+        return False
+    if info.type != "Https":
+        problems.error(
+            where,
+            ProblemCode.INVALID_VALUE,
+            f"Connection '{name}' is a {info.type} connection; $https needs an Https connection",
+        )
+        return False
+    return True
 
 
 def _name(value: Any, *pointer: str) -> Name:
-    if isinstance(value, bool | int | float):
-        return Name(
-            literal=str(value).lower() if isinstance(value, bool) else str(value), pointer=pointer
-        )
-    return Name.of(value, *pointer)  # fmt: skip
+    """A parameter or header value as a sink name (literal scalars as their query text)."""
+    if isinstance(value, bool):
+        return Name(literal="true" if value else "false", pointer=pointer)
+    if isinstance(value, int | float):
+        return Name(literal=str(value), pointer=pointer)
+    return Name.of(value, *pointer)
 
 
 class HttpsSinkWriter:
