@@ -78,20 +78,27 @@ class LookupJob:
 
     def _resolve(self, rows: _Rows) -> tuple[list[str | None], list[str | None]]:
         results: list[str | None] = [None] * rows.count
-        errors: list[str | None] = list(rows.errors)
-        groups: dict[Hashable, list[int]] = {}
-        group: Hashable
+        errors: list[str | None] = [None] * rows.count
+        # Rows are grouped by their key text first (cheap), then texts by MQL value: `1` and
+        # `1.0` are one request, and one cache entry.
+        by_value: dict[Hashable, list[int]] = {}
         requests: dict[Hashable, tuple[Any, tuple[Any, ...]]] = {}
-        for index in rows.healthy:
-            if errors[index] is not None:
+        for texts, indexes in rows.groups.items():
+            try:
+                local, lets = _decode(texts[0]), tuple(_decode(t) for t in texts[1:])
+            except (ValueError, TypeError) as exc:
+                for index in indexes:
+                    errors[index] = f"cannot read the lookup key: {exc}"
                 continue
-            local, lets = rows.local[index], rows.lets[index]
-            group = (sort_key(None if local is MISSING else local), tuple(map(sort_key, lets)))
-            groups.setdefault(group, []).append(index)
+            group: Hashable = (
+                sort_key(None if local is MISSING else local),
+                tuple(map(sort_key, lets)),
+            )
+            by_value.setdefault(group, []).extend(indexes)
             requests.setdefault(group, (local, lets))
         answers = self._answers(requests)
-        for group, indexes in groups.items():
-            text, error = answers[group]
+        for value, indexes in by_value.items():
+            text, error = answers[value]
             for index in indexes:
                 results[index], errors[index] = text, error
         return results, errors
@@ -115,8 +122,9 @@ class LookupJob:
                 if self.pipeline or self.let_names
                 else self._fetch_by_keys(store, missing)
             )
+            memo: dict[int, str] = {}
             for group, docs in fetched.items():
-                answers[group] = _encode(docs)
+                answers[group] = _encode(docs, memo)
                 if cache is not None and answers[group][1] is None:
                     cache.put(group, answers[group][0] or "[]")
         return answers
@@ -160,48 +168,43 @@ class LookupJob:
 
 @dataclass
 class _Rows:
-    """The decoded inputs of a partition: health, local values, `let` values, decode errors."""
+    """A partition's healthy rows grouped by the text of their local key and `let` values."""
 
     count: int
-    healthy: list[int]
-    local: list[Any]
-    lets: list[tuple[Any, ...]]
-    errors: list[str | None]
+    groups: dict[tuple[str | None, ...], list[int]]
 
     @classmethod
     def read(cls, batches: Sequence[pa.RecordBatch], let_count: int) -> _Rows:
-        healthy_flags: list[bool] = []
-        local_texts: list[str | None] = []
-        let_texts: list[list[str | None]] = [[] for _ in range(let_count)]
+        healthy: list[bool] = []
+        columns: list[list[str | None]] = [[] for _ in range(let_count + 1)]
+        names = [LOCAL, *(f"{LET_PREFIX}{i}" for i in range(let_count))]
         for batch in batches:
-            healthy_flags += batch.column(HEALTHY).to_pylist()
-            local_texts += batch.column(LOCAL).to_pylist()
-            for i in range(let_count):
-                let_texts[i] += batch.column(f"{LET_PREFIX}{i}").to_pylist()
-        count = len(healthy_flags)
-        rows = cls(
-            count=count,
-            healthy=[i for i, h in enumerate(healthy_flags) if h],
-            local=[MISSING] * count,
-            lets=[()] * count,
-            errors=[None] * count,
-        )
-        for index in rows.healthy:
-            try:
-                rows.local[index] = _decode(local_texts[index])
-                rows.lets[index] = tuple(_decode(t[index]) for t in let_texts)
-            except (ValueError, TypeError) as exc:
-                rows.errors[index] = f"cannot read the lookup key: {exc}"
-        return rows
+            healthy += batch.column(HEALTHY).to_pylist()
+            for column, name in zip(columns, names, strict=True):
+                column += batch.column(name).to_pylist()
+        groups: dict[tuple[str | None, ...], list[int]] = {}
+        for index, (ok, *texts) in enumerate(zip(healthy, *columns, strict=True)):
+            if ok:
+                groups.setdefault(tuple(texts), []).append(index)
+        return cls(count=len(healthy), groups=groups)
 
 
 def _decode(text: str | None) -> Any:
     return MISSING if text is None else from_relaxed_ejson(json.loads(text))
 
 
-def _encode(docs: Sequence[Mapping[str, Any]]) -> tuple[str | None, str | None]:
+def _encode(
+    docs: Sequence[Mapping[str, Any]], memo: dict[int, str]
+) -> tuple[str | None, str | None]:
+    """The JSON array of `docs`; each document is encoded once per partition (`memo`)."""
     try:
-        return prefer_double(json.dumps([to_ejson(dict(d)) for d in docs])), None
+        texts = []
+        for doc in docs:
+            text = memo.get(id(doc))
+            if text is None:
+                text = memo[id(doc)] = prefer_double(json.dumps(to_ejson(dict(doc))))
+            texts.append(text)
+        return "[" + ",".join(texts) + "]", None
     except (TypeError, ValueError) as exc:
         return None, f"cannot encode a looked-up document: {exc}"
 
