@@ -19,6 +19,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipeline_stages._connectors.ports import StoreError
 from pipeline_stages._documents.ejson import from_relaxed_ejson
 from pipeline_stages._documents.values import MISSING, get_path, set_path, sort_key, to_ejson
 from pipeline_stages._enrichment.cache import LookupCache, cache_for
@@ -124,7 +125,7 @@ class LookupJob:
             )
             memo: dict[int, str] = {}
             for group, docs in fetched.items():
-                answers[group] = _encode(docs, memo)
+                answers[group] = (None, docs) if isinstance(docs, str) else _encode(docs, memo)
                 if cache is not None and answers[group][1] is None:
                     cache.put(group, answers[group][0] or "[]")
         return answers
@@ -146,22 +147,29 @@ class LookupJob:
 
     def _fetch_by_pipeline(
         self, store: KeyedDocuments, requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]]
-    ) -> dict[Hashable, list[Mapping[str, Any]]]:
-        out: dict[Hashable, list[Mapping[str, Any]]] = {}
+    ) -> dict[Hashable, list[Mapping[str, Any]] | str]:
+        out: dict[Hashable, list[Mapping[str, Any]] | str] = {}
         for group, (local, lets) in requests.items():
             variables = dict(zip(self.let_names, lets, strict=True))
             query = _StoreQuery.of(self.pipeline, variables)
             if self.local_field is not None and self.foreign_field is not None:
                 keys = local_keys(local)
                 query.filters.insert(0, {self.foreign_field: {"$in": keys}})
-            docs = store.find(
-                self.db,
-                self.coll,
-                query.filter(),
-                sort=query.sort,
-                skip=query.skip,
-                limit=query.limit,
-            )
+            try:
+                docs = store.find(
+                    self.db,
+                    self.coll,
+                    query.filter(),
+                    sort=query.sort,
+                    skip=query.skip,
+                    limit=query.limit,
+                )
+            except (StoreError, KeyError) as exc:
+                # A query the store cannot evaluate for these values (the embedded store's
+                # matcher raises KeyError for `$expr` over a field a document lacks): the
+                # documents that asked go to the DLQ, the rest of the batch goes on.
+                out[group] = f"the lookup pipeline failed in the store: {exc!r}"
+                continue
             out[group] = [query.project(d) for d in docs]
         return out
 

@@ -81,3 +81,28 @@ def test_many_keys_in_one_call(docs, harness) -> None:
     keys = list(range(2000))
     found = docs.find_by_keys(harness.db, "products", "_id", keys)
     assert sorted(d["_id"] for d in found if isinstance(d["_id"], int)) == [1, 2, 3, 4]
+
+
+def test_let_pipeline_query_as_the_runner_builds_it(docs, harness) -> None:
+    """`$match` with `$expr` over a bound `$$variable` (`{$literal: ...}`), sort and limit."""
+    from pipeline_stages._enrichment.lookup_runner import _StoreQuery
+
+    # The `$exists` guard first: the SQLite store evaluates `$expr` with mongomock, which
+    # fails on a field the document lacks (MongoDB reads it as missing).
+    pipeline = (
+        {"$match": {"n": {"$exists": True}, "_id": {"$type": "number"}}},
+        {"$match": {"$expr": {"$lt": ["$n", "$$top"]}}},
+        {"$sort": {"n": -1}},
+        {"$limit": 2},
+        {"$project": {"_id": 0, "n": 1}},
+    )
+    query = _StoreQuery.of(pipeline, {"top": 3})
+    found = docs.find(
+        harness.db,
+        "products",
+        query.filter(),
+        sort=query.sort,
+        skip=query.skip,
+        limit=query.limit,
+    )
+    assert [query.project(d) for d in found] == [{"n": 2.0}, {"n": 1}]
