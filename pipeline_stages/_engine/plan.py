@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from pipeline_stages import ParsedPipeline
 
 WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow"})
-SINK_KEYS = frozenset({"$emit", "$merge"})
 
 
 @dataclass(frozen=True)
