@@ -30,7 +30,8 @@ def run(
     out, err = io.StringIO(), io.StringIO()
     connection = ConnectionInfo("api", "Https", {"url": api.url, "headers": {"X-Key": "secret"}})
     code = run_process(
-        [{"$source": {"documents": docs}}, *stages],
+        # A stage after `$https` keeps it in the middle (the last `$https` is the sink).
+        [{"$source": {"documents": docs}}, *stages, {"$match": {}}],
         out=out,
         err=err,
         batch_size=4,
