@@ -21,10 +21,12 @@ from pydantic import BeforeValidator, Discriminator, Tag, TypeAdapter, Validatio
 
 from pipeline_stages import (
     add_fields,
+    cached_lookup,
     count,
     emit,
     group,
     hopping_window,
+    https,
     limit,
     lookup,
     match,
@@ -39,6 +41,7 @@ from pipeline_stages import (
     sliding_window,
     sort,
     source,
+    throttle,
     tumbling_window,
     unset,
     unwind,
@@ -97,6 +100,9 @@ REGISTRY: dict[str, StageEntry] = dict(
         _entry(unwind, unwind.UnwindSpec, Placement.BOTH),
         _entry(redact, redact.RedactSpec, Placement.BOTH),
         _entry(lookup, lookup.LookupSpec, Placement.BOTH),
+        _entry(cached_lookup, cached_lookup.CachedLookupSpec, Placement.BOTH),
+        _entry(https, https.HttpsSpec, Placement.BOTH),
+        _entry(throttle, throttle.ThrottleSpec, Placement.MAIN),
         _entry(tumbling_window, tumbling_window.TumblingWindowSpec, Placement.MAIN),
         _entry(hopping_window, hopping_window.HoppingWindowSpec, Placement.MAIN),
         _entry(session_window, session_window.SessionWindowSpec, Placement.MAIN),
@@ -128,9 +134,7 @@ WINDOW_AWARE_KEYS = frozenset({group.KEY, sort.KEY, count.KEY, limit.KEY})
 
 #: Documented stages Sluice refuses by name (`unsupported_stage`), with the reason.
 KNOWN_UNSUPPORTED: Mapping[str, str] = {
-    "$https": "HTTPS calls from a pipeline are not available in Sluice yet",
     "$externalFunction": "external (AWS Lambda) functions are not available in Sluice",
-    "$cachedLookup": "cached lookups against Atlas collections are not available in Sluice yet",
     **dict.fromkeys(("$bucket", "$bucketAuto", "$changeStream", "$collStats", "$densify", "$documents", "$facet", "$fill", "$geoNear", "$graphLookup", "$indexStats", "$out", "$sample", "$search", "$searchMeta", "$setWindowFields", "$skip", "$sortByCount", "$unionWith", "$vectorSearch"), "it is a MongoDB aggregation stage that Atlas Stream Processing does not support"),
 }  # fmt: skip
 
@@ -185,7 +189,7 @@ else:
     ]
 
 for _entry_ in REGISTRY.values():
-    if issubclass(_entry_.spec, WindowSpecBase):
+    if issubclass(_entry_.spec, WindowSpecBase | https.HttpsSpec):
         _entry_.spec.model_rebuild(_types_namespace={"Stage": Stage})
 del _entry_
 
@@ -232,8 +236,13 @@ class ParsedPipeline:
 
     @property
     def sink(self) -> ParsedStage | None:
-        """The `$merge` / `$emit` stage, or None for an ephemeral pipeline."""
-        return self.stages[-1] if self.stages[-1].key in SINK_KEYS else None
+        """The `$merge` / `$emit` stage (or a last `$https`), or None for an ephemeral pipeline."""
+        last = self.stages[-1]
+        return (
+            last
+            if last.key in SINK_KEYS or (last.key == https.KEY and len(self.stages) > 1)
+            else None
+        )
 
     @property
     def has_sink(self) -> bool:

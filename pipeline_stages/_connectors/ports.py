@@ -81,3 +81,40 @@ class DocumentCollections(Protocol):
     def ensure_unique_index(self, db: str, coll: str, fields: Sequence[str]) -> None:
         """Creates a unique ascending index on ``fields`` if none exists."""
         ...
+
+
+class KeyedDocuments(Protocol):
+    """What `$lookup` and `$cachedLookup` need from a foreign collection's store.
+
+    The executors open it through a `LookupStores` opener the service hands to the compiler
+    (it is pickled with the query, so it must be a picklable, process-local opener).
+    """
+
+    def find_by_keys(
+        self, db: str, coll: str, field: str, keys: Sequence[Any]
+    ) -> list[dict[str, Any]]:
+        """Documents whose `field` equals one of `keys` (`{field: {$in: keys}}`), in natural
+        order, through an index when the store has one. May return a superset (the caller
+        re-matches); raises `StoreError` when the store cannot answer."""
+        ...
+
+    def find(
+        self,
+        db: str,
+        coll: str,
+        filter: Mapping[str, Any] | None = None,
+        *,
+        sort: Sequence[tuple[str, int]] | None = None,
+        skip: int = 0,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Documents matching a query filter (`$expr` included), sorted and paged."""
+        ...
+
+
+class LookupStores(Protocol):
+    """Opens the `KeyedDocuments` of a connection by name, on an executor (cached there)."""
+
+    def __call__(self, connection: str) -> KeyedDocuments:
+        """The store of `local` or of a `Cluster` connection."""
+        ...

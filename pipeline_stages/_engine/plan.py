@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from pipeline_stages import ParsedPipeline
 
 WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow"})
-SINK_KEYS = frozenset({"$emit", "$merge"})
 
 
 @dataclass(frozen=True)
@@ -110,8 +109,9 @@ def compile_after_source(
         module = entry_of(stage.spec).module
         if stage.key in WINDOW_KEYS:
             ctx.window_ahead = False
-        if stage.key in SINK_KEYS:
-            sink = module.compile(stage.spec, ctx, stage.path)
+        if stage is parsed.sink:
+            # A last `$https` is the sink too: its module's `compile_sink` makes the plan.
+            sink = getattr(module, "compile_sink", module.compile)(stage.spec, ctx, stage.path)
             # A sink target computed per document (`into.db` as an expression…) is evaluated
             # here, on the last frame, and travels to the writer in the row's metadata.
             frame = prepare_frame(sink, frame, ctx, stage.path, key=stage.key)
@@ -126,7 +126,9 @@ def compile_after_source(
             frame = module.compile(stage.spec, frame, ctx, stage.path)
     ctx.problems.raise_if_any()
     if batch_window is not None:
-        batch_window.after = _after_window(batch_window.suffix, after_window, sink, ctx)
+        batch_window.after = _after_window(
+            batch_window.suffix, after_window, sink, ctx, sink_stage=parsed.sink
+        )
     return CompiledPipeline(
         envelopes=batch_window.compact if batch_window is not None else envelope_from_frame(frame),
         finite_total=source_plan.finite_total,
@@ -140,7 +142,12 @@ def compile_after_source(
 
 
 def _after_window(
-    suffix: tuple[Any, ...], later: list[Any], sink: Any | None, ctx: CompileContext
+    suffix: tuple[Any, ...],
+    later: list[Any],
+    sink: Any | None,
+    ctx: CompileContext,
+    *,
+    sink_stage: Any = None,
 ) -> Callable[[DataFrame], DataFrame] | None:
     """What the batch window engine runs on each batch's window envelopes (None: nothing).
 
@@ -149,7 +156,7 @@ def _after_window(
     engine's results only exist in the driver. The streaming compile already reported their
     problems, so each batch compiles with a collector of its own."""
     stages = [*suffix, *later]
-    if all(stage.key in SINK_KEYS for stage in stages) and not (sink and computed_names(sink)):
+    if all(stage is sink_stage for stage in stages) and not (sink and computed_names(sink)):
         return None
 
     def apply(envelopes: DataFrame) -> DataFrame:
@@ -157,7 +164,7 @@ def _after_window(
         local.problems = ProblemCollector()
         frame = frame_from_envelope(envelopes)
         for stage in stages:
-            if stage.key in SINK_KEYS:
+            if stage is sink_stage:
                 frame = prepare_frame(sink, frame, local, stage.path, key=stage.key)
             else:
                 module = entry_of(stage.spec).module

@@ -52,6 +52,9 @@ class CompileContext:
     #: The window operator's bucket count of the checkpoint being run (`service.runtime.window_pins`);
     #: None: the Spark conf `spark.sluice.window.buckets` decides.
     window_buckets: int | None = None
+    #: Opens a connection's collections on an executor for `$lookup`/`$cachedLookup` (a
+    #: picklable `_connectors.ports.LookupStores` the runner provides); None: no lookups.
+    lookup_stores: Any = None
 
     def connection(self, name: str) -> ConnectionInfo | None:
         """Look a connection up, built-ins included."""

@@ -37,12 +37,14 @@ from pipeline_stages._windowing.batch.pipelining import WindowFoldError
 from service.config.settings import default_data_dir
 from service.config.spark_conf import environment_conf
 from service.runtime.assemble import compile_context, compile_run
+from service.runtime.lookup_stores import lookup_opener
 from service.runtime.sink_resources import (
     ClusterClients,
     StoreSinkResources,
     build_run_partition_sink,
 )
 from service.stores import open_stores
+from service.stores.factory import default_store_url
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -200,6 +202,7 @@ def _compile_and_run(
         connections=connections,
         has_dlq=True,
         batch_size=batch_size,
+        lookup_stores=lookup_opener(local.url(), connections),
     )
     try:
         compiled = compile_run(parsed, ctx)
@@ -228,6 +231,11 @@ class _LocalStore:
             os.makedirs(data_dir, exist_ok=True)
             self._stores = open_stores(os.environ.get("SLUICE_STORE_URL"), data_dir=data_dir)
         return self._stores
+
+    def url(self) -> str:
+        """The URL of the data directory's store (what executors open for lookups)."""
+        data_dir = os.environ.get("SLUICE_DATA_DIR") or str(default_data_dir())
+        return os.environ.get("SLUICE_STORE_URL") or default_store_url(data_dir)
 
     def documents(self) -> Any:
         """The `local` connection's document store."""

@@ -136,7 +136,7 @@ def connection_create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Connection name.")],
     kind: Annotated[
-        str, typer.Option("--type", help="Kafka, Cluster, HttpIngest, Sample or File.")
+        str, typer.Option("--type", help="Kafka, Cluster, HttpIngest, Sample, File or Https.")
     ],
     bootstrap_servers: Annotated[str | None, typer.Option("--bootstrap-servers")] = None,
     security_protocol: Annotated[str | None, typer.Option("--security-protocol")] = None,
@@ -151,6 +151,10 @@ def connection_create(
     uri: Annotated[str | None, typer.Option("--uri", help="Cluster: MongoDB URI.")] = None,
     directory: Annotated[str | None, typer.Option("--directory", help="File: directory.")] = None,
     rate: Annotated[float | None, typer.Option("--rate", help="Sample: documents/s.")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Https: base URL.")] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", help="Https: NAME=VALUE header (repeat).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Register a connection (secrets are stored but never shown again)."""
@@ -164,7 +168,9 @@ def connection_create(
         body["authentication"] = {k: v for k, v in auth.items() if v is not None}
     if config:
         body["config"] = _key_values(ctx, config)
-    for key, value in (("uri", uri), ("directory", directory), ("rate", rate)):
+    if header:
+        body["headers"] = _key_values(ctx, header)
+    for key, value in (("uri", uri), ("directory", directory), ("rate", rate), ("url", url)):
         if value is not None:
             body[key] = value
     with api_call(state_of(ctx)) as client:

@@ -30,6 +30,7 @@ def compile_context(
     batch_size: int | None = None,
     window_engine: str | None = None,
     window_buckets: int | None = None,
+    lookup_stores: Any = None,
 ) -> CompileContext:
     """The compile context of one run; `connections` maps names to records with `name`,
     `type` and `config` (stored connection records or `ConnectionInfo`s)."""
@@ -45,6 +46,7 @@ def compile_context(
         },
         window_engine=window_engine,
         window_buckets=window_buckets,
+        lookup_stores=lookup_stores,
         **extra,
     )
 

@@ -35,8 +35,10 @@ from service.config.settings import Settings
 from service.errors import EngineUnavailable
 from service.runtime.assemble import compile_context, compile_run
 from service.runtime.engine import CompileRequest, ProgressCallback, RunRequest
+from service.runtime.lookup_stores import lookup_opener
 from service.runtime.spark_code import ExecutorEnvironmentError, check_executors, ship_code
 from service.runtime.window_pins import WINDOW_STATE_DIR, checkpoint_buckets, checkpoint_engine
+from service.stores.factory import default_store_url
 
 log = logging.getLogger("sluice.service")
 
@@ -243,6 +245,10 @@ class SparkEngine:
             data_dir=str(self._settings.data_dir),
             window_engine=window_engine,
             window_buckets=window_buckets,
+            lookup_stores=lookup_opener(
+                self._settings.store_url or default_store_url(self._settings.data_dir),
+                request.connections,
+            ),
         )
         with self._compile_lock:
             compiled = compile_run(parse_pipeline(request.pipeline), ctx)

@@ -2,7 +2,8 @@
 
 Types: `Kafka` (bootstrapServers, security, authentication, config), `Cluster` (a MongoDB
 URI), `HttpIngest` (records posted to `/ingest/{name}`), `Sample` (the solar generator at
-`rate` documents/s) and `File` (a directory). Secrets (passwords, URI passwords, anything
+`rate` documents/s), `File` (a directory) and `Https` (an HTTP API for `$https`: `url` and
+default `headers`; an `Authorization` or API-key header is a secret). Secrets (passwords, URI passwords, anything
 `redact` recognises) are stored for the engine but never returned.
 """
 
@@ -96,12 +97,23 @@ class FileConnectionCreate(_Connection):
     ]
 
 
+class HttpsConnectionCreate(_Connection):
+    """An HTTP(S) API that `$https` calls (`url` plus headers sent with every request)."""
+
+    type: Literal["Https"]
+    url: Annotated[str, StringConstraints(pattern=r"^https?://[^\s/?#]+\S*$", max_length=4096)]
+    headers: dict[Annotated[str, StringConstraints(min_length=1, max_length=256)], _Text] = Field(
+        default_factory=dict
+    )
+
+
 ConnectionCreate = Annotated[
     KafkaConnectionCreate
     | ClusterConnectionCreate
     | HttpIngestConnectionCreate
     | SampleConnectionCreate
-    | FileConnectionCreate,
+    | FileConnectionCreate
+    | HttpsConnectionCreate,
     Field(discriminator="type"),
 ]
 

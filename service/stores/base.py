@@ -55,6 +55,7 @@ class ConnectionType(StrEnum):
     HTTP_INGEST = "HttpIngest"
     SAMPLE = "Sample"
     FILE = "File"
+    HTTPS = "Https"
     LOCAL = "Local"
 
 

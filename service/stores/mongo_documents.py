@@ -121,6 +121,15 @@ class MongoDocumentStore:
             cursor = cursor.limit(limit)
         return list(run_query(lambda: list(cursor)))
 
+    def find_by_keys(
+        self, db: str, coll: str, field: str, keys: Sequence[Any]
+    ) -> list[dict[str, Any]]:
+        """Documents whose ``field`` equals one of ``keys``: one ``$in`` query (the server
+        picks the field's index when there is one; the `$lookup` port)."""
+        if not keys:
+            return []
+        return self.find(db, coll, {field: {"$in": list(keys)}})
+
     def count(self, db: str, coll: str, filter: Mapping[str, Any] | None = None) -> int:
         """How many documents match."""
         collection = self._collection(db, coll, reading=True)

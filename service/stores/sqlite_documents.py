@@ -33,6 +33,7 @@ from .merge_plan import (
 from .mql_python import check_sort, matcher, sort_documents
 from .rules import check_namespace, check_paging
 from .sqlite_db import SqliteDatabase
+from .sqlite_lookup import find_by_keys
 
 _IMMUTABLE = "After applying the update, the (immutable) field '_id' was found to have been altered to _id: {}"
 
@@ -138,6 +139,12 @@ class SqliteDocumentStore:
             docs = [d for d in (from_storage_json(r[0]) for r in rows) if matches(d)]
         docs = sort_documents(docs, order)
         return docs[skip:] if limit is None else docs[skip : skip + limit]
+
+    def find_by_keys(
+        self, db: str, coll: str, field: str, keys: Sequence[Any]
+    ) -> list[dict[str, Any]]:
+        """Documents whose ``field`` equals one of ``keys`` (the `$lookup` port)."""
+        return find_by_keys(self._db, db, coll, field, keys)
 
     def count(self, db: str, coll: str, filter: Mapping[str, Any] | None = None) -> int:
         """How many documents match."""

@@ -168,6 +168,7 @@ def test_pipeline_compiles_to_a_spark_plan(spark: object, block: Block, tmp_path
     from pipeline_stages._connectors.sources.register import register_all
     from pipeline_stages._engine.plan import compile_pipeline
     from pipeline_stages._stream.context import CompileContext, ConnectionInfo
+    from service.runtime.lookup_stores import StoreLookupOpener
 
     register_all(spark)
     # The connections the examples name, as `sluice connections create` makes them.
@@ -176,6 +177,7 @@ def test_pipeline_compiles_to_a_spark_plan(spark: object, block: Block, tmp_path
         "files": ConnectionInfo("files", "File", {"directory": str(tmp_path / "files")}),
         "orders": ConnectionInfo("orders", "HttpIngest", {}),
         "events": ConnectionInfo("events", "Kafka", {"bootstrapServers": "localhost:1"}),
+        "api": ConnectionInfo("api", "Https", {"url": "https://api.example.com/v1"}),
     }
     ctx = CompileContext(
         spark=spark,  # type: ignore[arg-type]
@@ -183,6 +185,8 @@ def test_pipeline_compiles_to_a_spark_plan(spark: object, block: Block, tmp_path
         problems=ProblemCollector(),
         connections=connections,
         data_dir=str(tmp_path / "data"),
+        # Compiling never opens the store; the executors would (`lookup_stores`).
+        lookup_stores=StoreLookupOpener(f"sqlite:///{tmp_path / 'lookups.db'}"),
     )
     compiled = compile_pipeline(parse_pipeline(_pipeline_of(json.loads(block.text))), ctx)
     assert compiled.envelopes.isStreaming

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("registry", ("pipeline_stages",)),
     ("stages", ()),  # pipeline_stages.<stage>: every public module of the package
     ("engine", ("pipeline_stages._engine",)),
+    ("enrichment", ("pipeline_stages._enrichment",)),
     ("windowing.spark", ("pipeline_stages._windowing.spark",)),
     ("windowing.batch", ("pipeline_stages._windowing.batch",)),
     ("windowing.runtime", ("pipeline_stages._windowing.runtime",)),

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from pipeline_stages._connectors.sinks import kafka
 from pipeline_stages._connectors.sinks.collection_writer import CollectionEmitWriter
 from pipeline_stages._connectors.sinks.file_writer import FileEmitWriter
+from pipeline_stages._connectors.sinks.https_writer import HttpsSinkPlan, HttpsSinkWriter
 from pipeline_stages._connectors.sinks.ids import unwritten_outputs
 from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
 from pipeline_stages._connectors.sinks.plans import (
@@ -83,6 +84,8 @@ def build_sink_writer(
         )
     if isinstance(plan, KafkaEmitPlan):
         return _kafka_writer(plan, resources, processor)
+    if isinstance(plan, HttpsSinkPlan):
+        return HttpsSinkWriter(plan, resources.connection(plan.connection), processor=processor)
     raise ValueError(f"unknown sink plan {type(plan).__name__}")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._connectors.file_paths import path_problem
+from pipeline_stages._connectors.sinks.https_writer import plan_https
 from pipeline_stages._connectors.sinks.kafka import kafka_names
 from pipeline_stages._connectors.sinks.plans import (
     RESERVED_LOCAL_DB,
@@ -218,5 +219,9 @@ def _kafka_plan(
 
 def plan_sink(stage: Any, *, connection_of: ConnectionOf, problems: ProblemCollector) -> Any:
     """The plan of a parsed sink stage (`ParsedStage` of `$merge` or `$emit`), or None."""
+    if stage.key == "$https":
+        return plan_https(
+            stage.spec, connection_of=connection_of, path=stage.path, problems=problems
+        )
     plan = plan_merge if stage.key == "$merge" else plan_emit
     return plan(stage.spec, connection_of=connection_of, path=stage.path, problems=problems)

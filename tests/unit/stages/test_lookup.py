@@ -75,3 +75,58 @@ def test_pipeline_form(parse_body) -> None:
 )
 def test_invalid(body_problems, body, expected) -> None:
     assert body_problems(KEY, body) == expected
+
+
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        [{"$match": {"$expr": {"$eq": ["$sku", "$$s"]}}}],
+        [{"$match": {"a": 1}}, {"$match": {"b": 2}}, {"$sort": {"a": -1}}],
+        [{"$sort": {"a": 1}}, {"$skip": 1}, {"$limit": 2}, {"$project": {"_id": 0, "a": 1}}],
+        [{"$project": {"big": 0}}],
+        [],
+    ],
+)
+def test_inner_pipelines_the_stores_evaluate(parse_body, pipeline) -> None:
+    spec = parse_body(KEY, {"from": FROM, "let": {"s": "$sku"}, "pipeline": pipeline, "as": "p"})
+    assert spec.pipeline == pipeline
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "expected"),
+    [
+        ([{"$group": {"_id": "$a"}}], [("unsupported_option", "/pipeline/0/$group")]),
+        ([{"$limit": 1}, {"$sort": {"a": 1}}], [("unsupported_option", "/pipeline/1/$sort")]),
+        ([{"$sort": {"a": 1}}, {"$match": {}}], [("unsupported_option", "/pipeline/1/$match")]),
+        ([{"$limit": 1}, {"$limit": 2}], [("unsupported_option", "/pipeline/1/$limit")]),
+        ([{"$limit": 0}], [("unsupported_option", "/pipeline/0/$limit")]),
+        ([{"$skip": -1}], [("unsupported_option", "/pipeline/0/$skip")]),
+        ([{"$sort": {"a": 2}}], [("unsupported_option", "/pipeline/0/$sort")]),
+        ([{"$project": {"x": "$a"}}], [("unsupported_option", "/pipeline/0/$project")]),
+        ([{"$match": 3}], [("unsupported_option", "/pipeline/0/$match")]),
+        ([{"$match": {}, "$limit": 1}], [("stage_shape", "/pipeline/0")]),
+        (
+            [{"$addFields": {"a": 1}}, {"$lookup": {}}],
+            [
+                ("unsupported_option", "/pipeline/0/$addFields"),
+                ("unsupported_option", "/pipeline/1/$lookup"),
+            ],
+        ),
+    ],
+)
+def test_inner_pipeline_refusals(body_problems, pipeline, expected) -> None:
+    assert body_problems(KEY, {"from": FROM, "pipeline": pipeline, "as": "p"}) == expected
+
+
+@pytest.mark.parametrize(
+    ("let", "expected"),
+    [
+        ({"S": "$a"}, [("invalid_value", "/let/S")]),
+        ({"1a": "$a"}, [("invalid_value", "/let/1a")]),
+        ({"a-b": "$a"}, [("invalid_value", "/let/a-b")]),
+        ("$a", [("dict_type", "/let")]),
+    ],
+)
+def test_let_variable_names(body_problems, let, expected) -> None:
+    body = {"from": FROM, "let": let, "pipeline": [], "as": "p"}
+    assert body_problems(KEY, body) == expected

@@ -248,9 +248,7 @@ def test_placement_messages() -> None:
         ([SOURCE, 5], [("stage_shape", "/pipeline/1")]),
         ([SOURCE, {}], [("stage_shape", "/pipeline/1")]),
         ([SOURCE, {"$match": {}, "$set": {}}], [("stage_shape", "/pipeline/1")]),
-        ([SOURCE, {"$https": {}}], [("unsupported_stage", "/pipeline/1")]),
         ([SOURCE, {"$externalFunction": {}}], [("unsupported_stage", "/pipeline/1")]),
-        ([SOURCE, {"$cachedLookup": {}}], [("unsupported_stage", "/pipeline/1")]),
         ([SOURCE, {"$facet": {}}], [("unsupported_stage", "/pipeline/1")]),
         ([SOURCE, {"$out": "c"}], [("unsupported_stage", "/pipeline/1")]),
         ([SOURCE, {"$groop": {}}], [("unknown_stage", "/pipeline/1")]),
@@ -275,8 +273,9 @@ def test_unknown_stage_hint(stage, hint) -> None:
 
 
 def test_unsupported_stage_message() -> None:
-    assert messages([SOURCE, {"$https": {}}]) == [
-        "Unsupported stage: $https: HTTPS calls from a pipeline are not available in Sluice yet"
+    assert messages([SOURCE, {"$externalFunction": {}}]) == [
+        "Unsupported stage: $externalFunction: external (AWS Lambda) functions are not "
+        "available in Sluice"
     ]
 
 
@@ -533,7 +532,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 stages = st.dictionaries(
-    st.sampled_from([*REGISTRY, "$https", "$nope"]), json_values, min_size=1, max_size=2
+    st.sampled_from([*REGISTRY, "$externalFunction", "$nope"]), json_values, min_size=1, max_size=2
 )
 
 

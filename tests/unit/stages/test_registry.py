@@ -29,6 +29,8 @@ EXPECTED_PLACEMENT = {
         "$unwind",
         "$validate",
         "$lookup",
+        "$cachedLookup",
+        "$https",
     },
     Placement.MAIN: {
         "$source",
@@ -39,6 +41,7 @@ EXPECTED_PLACEMENT = {
         "$sessionWindow",
         "$slidingWindow",
         "$setStreamMeta",
+        "$throttle",
     },
     Placement.WINDOW: {"$group", "$sort", "$count", "$limit"},
 }
@@ -81,7 +84,7 @@ def test_entry_contract(entry: StageEntry) -> None:
 
 
 def test_known_unsupported_is_disjoint_and_documented() -> None:
-    assert {"$https", "$externalFunction", "$cachedLookup"} <= set(KNOWN_UNSUPPORTED)
+    assert {"$externalFunction", "$facet"} <= set(KNOWN_UNSUPPORTED)
     assert not set(KNOWN_UNSUPPORTED) & set(REGISTRY)
     assert all(reason for reason in KNOWN_UNSUPPORTED.values())
 

@@ -197,6 +197,24 @@ def test_connection_secrets_are_write_only(client: TestClient) -> None:
     assert names[:2] == ["sample_stream_solar", "local"]
 
 
+def test_https_connection_headers_that_carry_credentials_are_write_only(
+    client: TestClient,
+) -> None:
+    body = {
+        "name": "api",
+        "type": "Https",
+        "url": "https://api.example.com/v1",
+        "headers": {"Authorization": "Bearer s3cr3t", "X-Api-Key": "k3y", "X-Team": "ops"},
+    }
+    assert client.post("/api/v1/connections", json=body).status_code == 201
+    shown = client.get("/api/v1/connections/api").json()
+    assert shown["url"] == "https://api.example.com/v1"
+    assert shown["headers"] == {"X-Team": "ops"}
+    assert "s3cr3t" not in client.get("/api/v1/connections").text
+    for bad in ({**body, "name": "b1", "url": "ftp://x"}, {**body, "name": "b2", "url": "http://"}):
+        error_of(client.post("/api/v1/connections", json=bad), 422, "INVALID_REQUEST")
+
+
 def test_connections_in_use_and_built_in_ones_cannot_be_dropped(client: TestClient) -> None:
     create(client)
     error_of(client.delete("/api/v1/connections/in1"), 409, "CONNECTION_IN_USE")
