@@ -156,7 +156,7 @@ def progress_of(handle: Any) -> list[dict[str, Any]]:
 def run(spark: SparkSession, cmd: dict[str, Any]) -> dict[str, Any]:
     """Run a pipeline until every input row is through its sink."""
     started = time.monotonic()
-    first = None
+    first, first_rows = None, 0
     handle = query(spark, cmd)
     try:
         while True:
@@ -164,12 +164,17 @@ def run(spark: SparkSession, cmd: dict[str, Any]) -> dict[str, Any]:
                 raise RuntimeError(str(handle.exception()))
             rows = sum(p["numInputRows"] for p in handle.recentProgress)
             if rows and first is None:
-                first = time.monotonic() - started
+                first, first_rows = time.monotonic() - started, rows
             if rows >= cmd["rows"]:
                 break
             time.sleep(0.05)
         seconds = time.monotonic() - started
-        return {"seconds": seconds, "first": first or seconds, "batches": progress_of(handle)}
+        return {
+            "seconds": seconds,
+            "first": first or seconds,
+            "first_rows": first_rows,
+            "batches": progress_of(handle),
+        }
     finally:
         handle.stop()
 

@@ -121,7 +121,7 @@ class Bench:
                 if pipeline == "merge":
                     count, target = int(stats["outputMessageCount"]), data.matched
             if count and not first:
-                first.append(time.monotonic())
+                first.extend((time.monotonic(), count / target))
                 if profile:
                     path = self.root / f"profile-{name}.txt"
                     spy.append((S.start_profile(self.service.proc.pid, profile, path), path))
@@ -142,6 +142,7 @@ class Bench:
             k: stats.get(k) for k in ("inputMessageCount", "outputMessageCount", "dlqMessageCount")
         }
         detail["first_batch_s"] = round(first[0] - started, 1)
+        detail["steady_rows_per_s"] = steady(data.rows * (1 - first[1]), finished - first[0])
         return Run(data.rows / (finished - started), cpu, detail)
 
     def native_run(self, pipeline: str, data: S.Dataset) -> Run:
@@ -159,7 +160,13 @@ class Bench:
             },
         )
         cpu = S.tree_cpu(self.native.pid) - before
-        detail = {"batches": len(result["batches"]), "first_batch_s": round(result["first"], 1)}
+        detail = {
+            "batches": len(result["batches"]),
+            "first_batch_s": round(result["first"], 1),
+            "steady_rows_per_s": steady(
+                data.rows - result["first_rows"], result["seconds"] - result["first"]
+            ),
+        }
         return Run(data.rows / result["seconds"], cpu, detail)
 
     # ----------------------------------------------------------------- ingest
@@ -347,6 +354,11 @@ class Bench:
             "batch_ms_p50": statistics.median(costs) if costs else float("nan"),
             "one_row_batches": len(costs),
         }
+
+
+def steady(rows: float, seconds: float) -> float:
+    """Rows per second after the first batch (none when the first batch held them all)."""
+    return round(rows / seconds) if rows > 0 and seconds > 0 else float("nan")
 
 
 def result_start(doc: dict[str, Any]) -> int:

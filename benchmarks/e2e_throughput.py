@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 from pathlib import Path
@@ -83,32 +84,32 @@ def median_cpu(runs: list[Run]) -> S.Cpu:
 
 def table_row(pipeline: str, per_batch: int, sluice: list[Run], native: list[Run]) -> list[str]:
     """One line of the summary table (`HEAD`)."""
-    rate = statistics.median(r.rows_per_s for r in sluice)
-    base = statistics.median(r.rows_per_s for r in native) if native else None
-    sc = median_cpu(sluice)
-    first = statistics.median(r.detail["first_batch_s"] for r in sluice)
-    cells = [pipeline, f"{per_batch:,}", f"{rate:,.0f}"]
-    if base is None:
-        return [
-            *cells,
-            "-",
-            "-",
-            _runs(sluice),
-            "-",
-            f"{first:.1f} / -",
-            f"{sc.python:.1f} + {sc.below:.1f}",
-            "-",
-        ]
-    nc = median_cpu(native)
-    first_native = statistics.median(r.detail["first_batch_s"] for r in native)
-    return [*cells, f"{base:,.0f}", f"{rate / base:.2f}x", _runs(sluice), _runs(native),
-            f"{first:.1f} / {first_native:.1f}", f"{sc.python:.1f} + {sc.below:.1f}",
-            f"{nc.python:.1f} + {nc.below:.1f}"]  # fmt: skip
+    cells = [pipeline, f"{per_batch:,}"]
+    rates = [_median(sluice, "rows_per_s")] + ([_median(native, "rows_per_s")] if native else [])
+    steady = [_median(sluice, "steady_rows_per_s")]
+    steady += [_median(native, "steady_rows_per_s")] if native else []
+    for values in (rates, steady):
+        cells += [f"{v:,.0f}" for v in values] + ["-"] * (2 - len(values))
+        cells.append(f"{values[0] / values[1]:.2f}x" if len(values) == 2 else "-")
+    cells += [_runs(sluice), _runs(native) if native else "-"]
+    first = [_median(runs, "first_batch_s") for runs in (sluice, native) if runs]
+    cells.append(" / ".join(f"{v:.1f}" for v in first))
+    for runs in (sluice, native):
+        cpu = median_cpu(runs) if runs else None
+        cells.append(f"{cpu.python:.1f} + {cpu.below:.1f}" if cpu else "-")
+    return cells
 
 
-HEAD = ["pipeline", "rows/batch", "sluice rows/s", "native rows/s", "ratio", "sluice runs",
-        "native runs", "first batch s (sluice / native)", "sluice CPU s (python + below)",
-        "native CPU s (python + below)"]  # fmt: skip
+def _median(runs: list[Run], name: str) -> float:
+    values = [r.rows_per_s if name == "rows_per_s" else r.detail[name] for r in runs]
+    values = [v for v in values if v == v]  # NaN: a run whose first batch held every row
+    return statistics.median(values) if values else float("nan")
+
+
+HEAD = ["pipeline", "rows/batch", "sluice rows/s", "native rows/s", "ratio",
+        "sluice after 1st batch", "native after 1st batch", "ratio after 1st batch",
+        "sluice runs", "native runs", "s to 1st batch (sluice / native)",
+        "sluice CPU s (python + below)", "native CPU s (python + below)"]  # fmt: skip
 
 
 def _runs(runs: list[Run]) -> str:
@@ -119,28 +120,38 @@ def throughput(bench: Bench, args: argparse.Namespace, table: list[list[str]]) -
     """Every `THROUGHPUT` pipeline asked for, at every rows-per-batch size."""
     warm = S.write_dataset(bench.files / "warm", per_file=2000, files=2, keys=args.keys)
     for pipeline in [p for p in args.pipelines if p in THROUGHPUT]:
-        if args.runs > 1:  # the first run of each side pays one-off costs: discarded
-            bench.sluice_run(pipeline, warm)
-            bench.native_run(pipeline, warm)
-        for per_batch in args.batch_rows:
-            data = bench_data(bench, args, per_batch)
-            sluice: list[Run] = []
-            native: list[Run] = []
-            for n in range(args.runs):
-                largest = per_batch == max(args.batch_rows)
-                profile = args.profile if pipeline == "emit" and n == 0 and largest else 0
-                for side in ("sluice", "native") if n % 2 == 0 else ("native", "sluice"):
-                    if side == "sluice":
-                        sluice.append(bench.sluice_run(pipeline, data, profile=profile))
-                    else:
-                        native.append(bench.native_run(pipeline, data))
-                print(
-                    f"  {pipeline} {per_batch:,}/batch run {n + 1}: "
-                    f"sluice {sluice[-1].rows_per_s:,.0f} rows/s {sluice[-1].detail}, "
-                    f"native {native[-1].rows_per_s:,.0f} rows/s {native[-1].detail}",
-                    flush=True,
-                )
-            table.append(table_row(pipeline, per_batch, sluice, native))
+        try:
+            if args.runs > 1:  # the first run of each side pays one-off costs: discarded
+                bench.sluice_run(pipeline, warm)
+                bench.native_run(pipeline, warm)
+            for per_batch in args.batch_rows:
+                table.append(measure(bench, args, pipeline, per_batch))
+        except (Exception, SystemExit) as error:  # the next pipeline may still run
+            if isinstance(error, SystemExit) and error.code == 143:
+                raise
+            print(f"{pipeline} stopped: {error}", flush=True)
+
+
+def measure(bench: Bench, args: argparse.Namespace, pipeline: str, per_batch: int) -> list[str]:
+    """`--runs` runs of both sides, alternating which goes first; the table's line."""
+    data = bench_data(bench, args, per_batch)
+    sluice: list[Run] = []
+    native: list[Run] = []
+    for n in range(args.runs):
+        largest = per_batch == max(args.batch_rows)
+        profile = args.profile if pipeline == "emit" and n == 0 and largest else 0
+        for side in ("sluice", "native") if n % 2 == 0 else ("native", "sluice"):
+            if side == "sluice":
+                sluice.append(bench.sluice_run(pipeline, data, profile=profile))
+            else:
+                native.append(bench.native_run(pipeline, data))
+        print(
+            f"  {pipeline} {per_batch:,}/batch run {n + 1}: "
+            f"sluice {sluice[-1].rows_per_s:,.0f} rows/s {sluice[-1].detail}, "
+            f"native {native[-1].rows_per_s:,.0f} rows/s {native[-1].detail}",
+            flush=True,
+        )
+    return table_row(pipeline, per_batch, sluice, native)
 
 
 _datasets: dict[int, S.Dataset] = {}
@@ -160,6 +171,8 @@ def bench_data(bench: Bench, args: argparse.Namespace, per_batch: int) -> S.Data
 def ingest(bench: Bench, args: argparse.Namespace, table: list[list[str]]) -> None:
     """HTTP ingest at every rows-per-batch size: the route's rate is printed, end to end
     goes into the table."""
+    if "ingest" not in args.pipelines:
+        return
     for per_batch in args.batch_rows:
         data = bench_data(bench, args, per_batch)
         runs = []
@@ -175,7 +188,10 @@ def ingest(bench: Bench, args: argparse.Namespace, table: list[list[str]]) -> No
         table.append(table_row("ingest", per_batch, runs, []))
 
 
-def latency(bench: Bench) -> None:
+def latency(bench: Bench, args: argparse.Namespace, _table: list[list[str]]) -> None:
+    """The latency run of each side (printed, not in the table)."""
+    if "latency" not in args.pipelines:
+        return
     for side in ("sluice", "native"):
         result = bench.latency_run(side)
         print(
@@ -230,21 +246,25 @@ def main(argv: list[str] | None = None) -> int:
         args.runs, args.min_batches, args.rows = 1, 2, 0
         args.batch_rows = [max(1, b // 10) for b in args.batch_rows]
         args.latency_records = 5
+    # SIGTERM (a stopped benchmark) still stops the service and the native process.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     bench = Bench(args)
     table: list[list[str]] = []
     try:
-        throughput(bench, args, table)
-        if "ingest" in args.pipelines:
-            ingest(bench, args, table)
-        if "latency" in args.pipelines:
-            latency(bench)
+        for part in (throughput, ingest, latency):
+            try:
+                part(bench, args, table)
+            except (Exception, SystemExit) as error:  # the other parts may still run
+                print(f"{part.__name__} stopped: {error}", flush=True)
+                if isinstance(error, SystemExit) and error.code == 143:
+                    raise
     finally:
         bench.close()
-    print()
-    print("| " + " | ".join(HEAD) + " |")
-    print("|" + "---|" * len(HEAD))
-    for row in table:
-        print("| " + " | ".join(row) + " |")
+        print()
+        print("| " + " | ".join(HEAD) + " |")
+        print("|" + "---|" * len(HEAD))
+        for row in table:
+            print("| " + " | ".join(row) + " |")
     return 0
 
 
