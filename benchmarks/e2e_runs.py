@@ -221,7 +221,7 @@ class Bench:
         def done() -> bool:
             count = S.count_lines(self.files / out, seen)
             if count and not first:
-                first.append(time.monotonic())
+                first.extend((time.monotonic(), count / data.matched))
             return count >= data.matched
 
         finished = S.wait_for(
@@ -236,6 +236,7 @@ class Bench:
             "accepted": accepted,
             "accepted_per_s": round(accepted / (ingested - started)),
             "first_batch_s": round(first[0] - started, 1),
+            "steady_rows_per_s": steady(data.rows * (1 - first[1]), finished - first[0]),
         }
         return Run(data.rows / (finished - started), cpu, detail)
 
