@@ -37,12 +37,18 @@ Pipelines (`--pipelines`, comma-separated):
   micro-batches (Spark's `triggerExecution`, ms, median) on both sides. Reported, never
   asserted.
 
-All pipelines carry a DLQ into `local` (as a user would set one). CPU seconds per run, read
-from /proc: the service's Python process (the driver: uvicorn, the foreachBatch sink, the
-stores) and everything below it (the JVM with the local executors, Python workers, data
-source runners), and the same for the native process. `--profile S` samples the service's
-Python with py-spy (`pip install py-spy`) for S seconds during the first measured `emit`
-run and prints the busiest functions.
+The table gives, per pipeline and rows per batch, the medians of both sides' rows/s and
+their ratio; the same after the first batch (rows after it over the time after it: the
+first batch also pays for starting the query, compiling and the Python workers' start, which
+with few batches per run weighs heavily); each run's rows/s; the seconds to the first batch;
+and CPU seconds. All pipelines carry a DLQ into `local` (as a user would set one).
+
+CPU seconds per run, read from /proc: the service's Python process (the driver: uvicorn,
+the foreachBatch sink, the stores) and everything below it (the JVM with the local
+executors, Python workers, data source runners), and the same for the native process.
+`--profile S` samples the service's Python with py-spy (`pip install py-spy`) for S seconds
+from the first batch of the first measured `emit` run at the largest batch size, and prints
+the busiest functions (`--keep` keeps the collapsed stacks in the work directory).
 
 Trigger: the service runs its default (`SLUICE_TRIGGER_INTERVAL`, 1 s: a batch that takes
 less waits for the next second, which caps 10k-row batches at 10k rows/s); native runs
