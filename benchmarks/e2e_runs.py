@@ -312,13 +312,14 @@ class Bench:
             ticks = 0
             while not stop.wait(0.02):
                 ticks += 1
-                for path in out.rglob("*"):
+                # Native's checkpoint sits beside its sink: read the sink's files only.
+                for path in (out if side == "sluice" else out / "sink").rglob("*"):
                     if (
                         path.is_file()
                         and not path.name.startswith((".", "_"))
                         and not path.name.endswith(".crc")
                     ):
-                        for text in path.read_text().splitlines():
+                        for text in path.read_text(errors="replace").splitlines():
                             try:  # Spark's file sink writes its part files in place
                                 start = result_start(json.loads(text))
                             except (ValueError, KeyError):
