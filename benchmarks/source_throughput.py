@@ -104,7 +104,7 @@ def timed(query: DataFrame, rows: int) -> float:
         try:
             seen = 0
             while seen < rows:
-                handle.awaitTermination(0.05)
+                time.sleep(0.05)
                 if handle.exception() is not None:
                     raise RuntimeError(str(handle.exception()))
                 seen = sum(p["numInputRows"] for p in handle.recentProgress)
