@@ -146,12 +146,15 @@ class FileStreamReader(DataSourceStreamReader):
         self.max_per_batch = max(1, int(options.get("maxrecordsperbatch", DEFAULT_MAX_PER_BATCH)))
         self.tasks = max(1, int(options.get("parallelism", "1")))
         self.min_rows_per_task = max(1, int(options.get("minrowspertask", MIN_ROWS_PER_TASK)))
-        # Driver only: the line index of the files seen lately, by (size, mtime, name).
+        # Driver only: the line index of the files seen lately, and the line counts
+        # (complete, and without an unterminated last line) of the pending ones, by name,
+        # valid while (size, mtime) stay.
         self._indexes: dict[str, tuple[tuple[int, int], LineIndex]] = {}
+        self._counts: dict[str, tuple[tuple[int, int], int, int]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_indexes"] = {}  # tasks get their byte ranges; the index stays on the driver
+        state["_indexes"], state["_counts"] = {}, {}  # tasks get byte ranges: driver only
         return state
 
     def _index(self, name: str) -> LineIndex:
@@ -169,12 +172,22 @@ class FileStreamReader(DataSourceStreamReader):
         return cached[1]
 
     def _readable(self, after: str) -> list[tuple[str, int]]:
-        """`(name, readable lines)` of the files from `after` on."""
+        """`(name, readable lines)` of the files from `after` on (counts cached by size and
+        mtime for every pending file, the bulkier line indexes only for a few)."""
         names = [n for n in listed(self.directory) if n >= after]
-        return [
-            (name, self._index(name).lines(final=i + 1 < len(names)))
-            for i, name in enumerate(names)
-        ]
+        for done in [n for n in self._counts if n < after]:
+            del self._counts[done]
+        out = []
+        for i, name in enumerate(names):
+            stat = os.stat(os.path.join(self.directory, name))
+            key = (stat.st_size, stat.st_mtime_ns)
+            cached = self._counts.get(name)
+            if cached is None or cached[0] != key:
+                index = self._index(name)
+                cached = (key, index.lines(final=True), index.lines(final=False))
+                self._counts[name] = cached
+            out.append((name, cached[1] if i + 1 < len(names) else cached[2]))
+        return out
 
     def initialOffset(self) -> dict[str, Any]:
         """Before the first line of the first file."""
