@@ -91,7 +91,16 @@ def ingested(raw: Callable[[int], DataFrame], batch: int) -> DataFrame:
     return through_ingest(raw(batch))
 
 
-def timed(query: DataFrame, rows: int) -> float:
+def timed(build: Callable[[], DataFrame], rows: int) -> float:
+    """`timed_once`, tried again once: on a loaded machine a Python worker may time out."""
+    try:
+        return timed_once(build(), rows)
+    except Exception as error:  # noqa: BLE001 - reported, then one more try
+        print(f"  (run failed, trying again: {str(error).splitlines()[0][:120]})", flush=True)
+        return timed_once(build(), rows)
+
+
+def timed_once(query: DataFrame, rows: int) -> float:
     """Rows/s of a query from its start until it has read `rows` rows."""
     with tempfile.TemporaryDirectory() as checkpoint:
         started = time.perf_counter()
@@ -213,10 +222,10 @@ def main() -> None:
             }
             if batch == batches[0]:
                 for build in chosen.values():  # warm-up, discarded (JIT, worker start-up)
-                    timed(build(), args.rows)
+                    timed(build, args.rows)
             for run in range(args.runs):
                 for name, build in chosen.items():
-                    rate = timed(build(), args.rows)
+                    rate = timed(build, args.rows)
                     results.setdefault((name, batch), []).append(rate)
                     print(
                         f"batch {batch:>7,} run {run} {name:13s} {rate:10,.0f} rows/s", flush=True
