@@ -145,6 +145,9 @@ def main() -> None:
     parser.add_argument("--kafka", action="store_true")
     parser.add_argument("--kafka-partitions", type=int, default=2)
     parser.add_argument("--only", action="append", help="run only these sources")
+    parser.add_argument(
+        "--ingest", action="store_true", help="also through the $source step (parse, stamp)"
+    )
     args = parser.parse_args()
     batches = args.batch or [10_000, 120_000]
 
@@ -158,93 +161,101 @@ def main() -> None:
     register_all(spark)
     lines = documents(args.rows)
     broker = None
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        write_files(root / "source", lines, per_file=max(1, args.rows // 4))
-        data_dir = root / "data"
-        spool_input(data_dir, lines)
-        topic = ""
-        if args.kafka:
-            from tests.kafka_broker import start
-
-            broker = start()
-            topic = broker.create_topic(args.kafka_partitions)
-            for p in range(args.kafka_partitions):
-                broker.produce(topic, lines[p :: args.kafka_partitions], partition=p)
-
-        def file_raw(batch: int) -> DataFrame:
-            return (
-                spark.readStream.format(files.FORMAT)
-                .option("directory", str(root / "source"))
-                .option("maxRecordsPerBatch", str(batch))
-                .load()
-            )
-
-        def http_raw(batch: int) -> DataFrame:
-            return (
-                spark.readStream.format(http_ingest.FORMAT)
-                .option("dataDir", str(data_dir))
-                .option("connection", "bench")
-                .option("startSeq", "0")
-                .option("maxRecordsPerBatch", str(batch))
-                .load()
-            )
-
-        def kafka_raw(batch: int) -> DataFrame:
-            assert broker is not None  # noqa: S101 - only with --kafka
-            return (
-                spark.readStream.format(kafka.FORMAT)
-                .option("clientConfigSecret", json.dumps({"bootstrap.servers": broker.bootstrap}))
-                .option("topics", json.dumps([topic]))
-                .option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", str(batch))
-                .load()
-            )
-
-        results: dict[tuple[str, int], list[float]] = {}
-        for batch in batches:
-            native_dir = root / f"native-{batch}"
-            write_files(native_dir, lines, per_file=batch)
-            queries: dict[str, Callable[[], DataFrame]] = {
-                "native": partial(native, spark, native_dir),
-                "file raw": partial(file_raw, batch),
-                "file ingest": partial(ingested, file_raw, batch),
-                "http raw": partial(http_raw, batch),
-                "http ingest": partial(ingested, http_raw, batch),
-            }
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            write_files(root / "source", lines, per_file=max(1, args.rows // 4))
+            data_dir = root / "data"
+            spool_input(data_dir, lines)
+            topic = ""
             if args.kafka:
-                queries["kafka raw"] = partial(kafka_raw, batch)
-                queries["kafka ingest"] = partial(ingested, kafka_raw, batch)
-            chosen = {
-                k: v
-                for k, v in queries.items()
-                if k == "native" or not args.only or k.split()[0] in args.only
-            }
-            if batch == batches[0]:
-                for build in chosen.values():  # warm-up, discarded (JIT, worker start-up)
-                    timed(build, args.rows)
-            for run in range(args.runs):
-                for name, build in chosen.items():
-                    rate = timed(build, args.rows)
-                    results.setdefault((name, batch), []).append(rate)
-                    print(
-                        f"batch {batch:>7,} run {run} {name:13s} {rate:10,.0f} rows/s", flush=True
-                    )
-        print()
-        print(f"{args.rows:,} rows, {args.master}, medians of {args.runs}")
-        for batch in batches:
-            base = statistics.median(results[("native", batch)])
-            for (name, size), rates in results.items():
-                if size == batch:
-                    median = statistics.median(rates)
-                    print(
-                        f"batch {batch:>7,} {name:13s} {median:10,.0f} rows/s  "
-                        f"{median / base:5.2f}x native"
-                    )
-    if broker is not None:
-        from tests.kafka_broker import stop
+                from tests.kafka_broker import start
 
-        stop(broker)
+                broker = start()
+                topic = broker.create_topic(args.kafka_partitions)
+                for p in range(args.kafka_partitions):
+                    broker.produce(topic, lines[p :: args.kafka_partitions], partition=p)
+
+            def file_raw(batch: int) -> DataFrame:
+                return (
+                    spark.readStream.format(files.FORMAT)
+                    .option("directory", str(root / "source"))
+                    .option("maxRecordsPerBatch", str(batch))
+                    .load()
+                )
+
+            def http_raw(batch: int) -> DataFrame:
+                return (
+                    spark.readStream.format(http_ingest.FORMAT)
+                    .option("dataDir", str(data_dir))
+                    .option("connection", "bench")
+                    .option("startSeq", "0")
+                    .option("maxRecordsPerBatch", str(batch))
+                    .load()
+                )
+
+            def kafka_raw(batch: int) -> DataFrame:
+                assert broker is not None  # noqa: S101 - only with --kafka
+                return (
+                    spark.readStream.format(kafka.FORMAT)
+                    .option(
+                        "clientConfigSecret", json.dumps({"bootstrap.servers": broker.bootstrap})
+                    )
+                    .option("topics", json.dumps([topic]))
+                    .option("startingOffsets", "earliest")
+                    .option("maxOffsetsPerTrigger", str(batch))
+                    .load()
+                )
+
+            results: dict[tuple[str, int], list[float]] = {}
+            for batch in batches:
+                native_dir = root / f"native-{batch}"
+                write_files(native_dir, lines, per_file=batch)
+                queries: dict[str, Callable[[], DataFrame]] = {
+                    "native": partial(native, spark, native_dir),
+                    "file raw": partial(file_raw, batch),
+                    "file ingest": partial(ingested, file_raw, batch),
+                    "http raw": partial(http_raw, batch),
+                    "http ingest": partial(ingested, http_raw, batch),
+                }
+                if args.kafka:
+                    queries["kafka raw"] = partial(kafka_raw, batch)
+                    queries["kafka ingest"] = partial(ingested, kafka_raw, batch)
+                chosen = {
+                    k: v
+                    for k, v in queries.items()
+                    if k == "native"
+                    or (
+                        (not args.only or k.split()[0] in args.only) and (args.ingest or "raw" in k)
+                    )
+                }
+                if batch == batches[0]:
+                    for build in chosen.values():  # warm-up, discarded (JIT, worker start-up)
+                        timed(build, args.rows)
+                for run in range(args.runs):
+                    for name, build in chosen.items():
+                        rate = timed(build, args.rows)
+                        results.setdefault((name, batch), []).append(rate)
+                        print(
+                            f"batch {batch:>7,} run {run} {name:13s} {rate:10,.0f} rows/s",
+                            flush=True,
+                        )
+            print()
+            print(f"{args.rows:,} rows, {args.master}, medians of {args.runs}")
+            for batch in batches:
+                base = statistics.median(results[("native", batch)])
+                for (name, size), rates in results.items():
+                    if size == batch:
+                        median = statistics.median(rates)
+                        print(
+                            f"batch {batch:>7,} {name:13s} {median:10,.0f} rows/s  "
+                            f"{median / base:5.2f}x native"
+                        )
+    finally:
+        if broker is not None:
+            from tests.kafka_broker import stop
+
+            stop(broker)
     sys.stdout.flush()
 
 
