@@ -156,7 +156,13 @@ def main() -> None:
     from pipeline_stages._engine.session import build_session
 
     spark = build_session(
-        master=args.master, conf={"spark.sql.shuffle.partitions": "2"}, app_name="bench"
+        master=args.master,
+        # A loaded machine starts Python workers slowly: wait for them (default 15 s).
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.python.authenticate.socketTimeout": "120s",
+        },
+        app_name="bench",
     )
     register_all(spark)
     lines = documents(args.rows)
