@@ -91,13 +91,17 @@ def ingested(raw: Callable[[int], DataFrame], batch: int) -> DataFrame:
     return through_ingest(raw(batch))
 
 
-def timed(build: Callable[[], DataFrame], rows: int) -> float:
-    """`timed_once`, tried again once: on a loaded machine a Python worker may time out."""
-    try:
-        return timed_once(build(), rows)
-    except Exception as error:  # noqa: BLE001 - reported, then one more try
-        print(f"  (run failed, trying again: {str(error).splitlines()[0][:120]})", flush=True)
-        return timed_once(build(), rows)
+def timed(build: Callable[[], DataFrame], rows: int, tries: int = 5) -> float:
+    """`timed_once`, tried again on failure: on a loaded machine Spark gives up on a Python
+    worker that takes over 10 s to start (not configurable), failing the query."""
+    for attempt in range(1, tries + 1):
+        try:
+            return timed_once(build(), rows)
+        except Exception as error:  # noqa: BLE001 - reported, then tried again
+            if attempt == tries:
+                raise
+            print(f"  (run failed, trying again: {str(error).splitlines()[0][:100]})", flush=True)
+    raise AssertionError("unreachable")
 
 
 def timed_once(query: DataFrame, rows: int) -> float:
