@@ -137,7 +137,7 @@ class InProcessService:
         record = self.client.get(f"/api/v1/processors/{name}").json()
         assert record["state"] == "STARTED", record
         run = self.run(name)
-        assert run.last_error is None or transient(run.last_error), run.last_error
+        assert run.last_error is None or transient(run.last_error.message), run.last_error
         assert run.handle.is_active() and run.handle.failure() is None
 
     def stats(self, name: str) -> dict[str, Any]:

@@ -14,6 +14,11 @@ A line ending without a newline counts only once a later file exists (it may sti
 being written). Blank lines are skipped (they keep their sequence number).
 
 `_stream_meta.source` is `{type: "file", path: <file, relative to the root>, line: <1-based>}`.
+
+A micro-batch is read by up to `parallelism` tasks (the session's `defaultParallelism`, so
+every executor core), each reading its own byte range of the files and numbering its lines
+from the sequence number before them (`file_ranges`); lines are read and checked in Arrow
+batches, so the rows are the same, in the same order by `seq`, as one task would give.
 """
 
 from __future__ import annotations
@@ -30,12 +35,16 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._connectors.file_paths import PathEscapes, resolve_under
-from pipeline_stages._connectors.sources.raw_source import RawRecordSource
-from pipeline_stages._connectors.sources.records import source_record
+from pipeline_stages._connectors.sources.file_ranges import LineIndex, Run, plan_tasks, read_run
+from pipeline_stages._connectors.sources.raw_source import RawRecordSource, task_slots
 
 FORMAT = "sluice_file"
 SOURCE_TYPE = "file"
 DEFAULT_MAX_PER_BATCH = 10_000
+#: Fewer lines than this per task are not worth a task of their own.
+MIN_ROWS_PER_TASK = 4_096
+#: Line indexes kept on the driver (the files a batch spans; usually one or two).
+_INDEXES_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -119,10 +128,12 @@ def line_ranges(
     return ranges
 
 
-class _Range(InputPartition):
-    def __init__(self, start: dict[str, Any], end: dict[str, Any]) -> None:
-        self.start = start
-        self.end = end
+class _Task(InputPartition):
+    """One task's runs of a micro-batch (`file_ranges.plan_tasks`) and the batch's time."""
+
+    def __init__(self, runs: list[Run], ts: int) -> None:
+        self.runs = runs
+        self.ts = ts
 
 
 class FileStreamReader(DataSourceStreamReader):
@@ -133,26 +144,49 @@ class FileStreamReader(DataSourceStreamReader):
         self.directory = options["directory"]
         self.relative = options.get("relative", "")
         self.max_per_batch = max(1, int(options.get("maxrecordsperbatch", DEFAULT_MAX_PER_BATCH)))
-        self._counts: dict[str, tuple[int, int, int, bool]] = {}
+        self.tasks = max(1, int(options.get("parallelism", "1")))
+        self.min_rows_per_task = max(1, int(options.get("minrowspertask", MIN_ROWS_PER_TASK)))
+        # Driver only: the line index of the files seen lately, and the line counts
+        # (complete, and without an unterminated last line) of the pending ones, by name,
+        # valid while (size, mtime) stay.
+        self._indexes: dict[str, tuple[tuple[int, int], LineIndex]] = {}
+        self._counts: dict[str, tuple[tuple[int, int], int, int]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_indexes"], state["_counts"] = {}, {}  # tasks get byte ranges: driver only
+        return state
+
+    def _index(self, name: str) -> LineIndex:
+        """The line index of a file (cached while its size and mtime stay)."""
+        path = os.path.join(self.directory, name)
+        stat = os.stat(path)
+        key = (stat.st_size, stat.st_mtime_ns)
+        cached = self._indexes.get(name)
+        if cached is None or cached[0] != key:
+            with open(path, "rb") as fh:
+                cached = (key, LineIndex.of(fh.read()))
+            self._indexes[name] = cached
+            while len(self._indexes) > _INDEXES_KEPT:  # oldest names first: files only grow
+                del self._indexes[min(self._indexes)]
+        return cached[1]
 
     def _readable(self, after: str) -> list[tuple[str, int]]:
-        """`(name, readable lines)` of the files from `after` on (line counts cached)."""
+        """`(name, readable lines)` of the files from `after` on (counts cached by size and
+        mtime for every pending file, the bulkier line indexes only for a few)."""
         names = [n for n in listed(self.directory) if n >= after]
-        out: list[tuple[str, int]] = []
+        for done in [n for n in self._counts if n < after]:
+            del self._counts[done]
+        out = []
         for i, name in enumerate(names):
-            final = i + 1 < len(names)
             stat = os.stat(os.path.join(self.directory, name))
+            key = (stat.st_size, stat.st_mtime_ns)
             cached = self._counts.get(name)
-            if (
-                cached is None
-                or cached[:2] != (stat.st_size, stat.st_mtime_ns)
-                or cached[3] != final
-            ):
-                with open(os.path.join(self.directory, name), "rb") as fh:
-                    count = complete_lines(fh.read(), final=final)
-                cached = (stat.st_size, stat.st_mtime_ns, count, final)
+            if cached is None or cached[0] != key:
+                index = self._index(name)
+                cached = (key, index.lines(final=True), index.lines(final=False))
                 self._counts[name] = cached
-            out.append((name, cached[2]))
+            out.append((name, cached[1] if i + 1 < len(names) else cached[2]))
         return out
 
     def initialOffset(self) -> dict[str, Any]:
@@ -173,36 +207,35 @@ class FileStreamReader(DataSourceStreamReader):
         return advance(position, self._readable(position.file), max_rows, now).to_offset()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """One partition per micro-batch range."""
-        return [] if start == end else [_Range(start, end)]
+        """The batch's lines cut over up to `parallelism` tasks (`file_ranges.plan_tasks`)."""
+        if start == end:
+            return []
+        first, last = FilePosition.parse(start), FilePosition.parse(end)
+        ranges = []
+        indexes = {}
+        for name, begin, stop in line_ranges(first, last, listed(self.directory)):
+            index = indexes[name] = self._index(name)
+            # Every file but the batch's last is complete: a later one existed at planning.
+            available = index.lines(final=True)
+            ranges.append((name, begin, min(stop if stop >= 0 else available, available)))
+        plan = plan_tasks(
+            ranges, first.seq, indexes, tasks=self.tasks, min_rows=self.min_rows_per_task
+        )
+        return [_Task(runs, last.ts) for runs in plan]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Yield the range's lines with their global sequence numbers."""
-        if not isinstance(partition, _Range):
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The task's lines as Arrow batches of `RAW_SCHEMA` rows."""
+        if not isinstance(partition, _Task):
             raise TypeError(f"unexpected partition {partition!r}")
-        start, end = FilePosition.parse(partition.start), FilePosition.parse(partition.end)
-        seq = start.seq
-        for name, first, last in line_ranges(start, end, listed(self.directory)):
-            with open(os.path.join(self.directory, name), "rb") as fh:
-                lines = fh.read().split(b"\n")
-            stop = last if last >= 0 else _complete(lines)
-            for number in range(first, min(stop, len(lines))):
-                seq += 1
-                line = lines[number]
-                if not line.strip():
-                    continue
-                text, error = source_record(line)
-                path = os.path.join(self.relative, name) if self.relative else name
-                meta = json.dumps({"type": SOURCE_TYPE, "path": path, "line": number + 1})
-                yield (0, seq, text, end.ts, meta, error)
+        for run in partition.runs:
+            path = os.path.join(self.relative, run.name) if self.relative else run.name
+            prefix = f'{{"type": {json.dumps(SOURCE_TYPE)}, "path": {json.dumps(path)}, "line": '
+            batch = read_run(self.directory, run, meta_prefix=prefix, source_ts_ms=partition.ts)
+            if batch is not None:
+                yield batch
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: files are never deleted by Sluice."""
-
-
-def _complete(lines: list[bytes]) -> int:
-    """Lines of a file that is fully read (every file before the batch's last one)."""
-    return len(lines) - 1 if lines and lines[-1] == b"" else len(lines)
 
 
 def read_file_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | None:
@@ -232,6 +265,7 @@ def read_file_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | N
         .option("directory", directory)
         .option("relative", "" if relative == "." else relative)
         .option("maxRecordsPerBatch", str(_batch_limit(spec)))
+        .option("parallelism", str(task_slots(ctx.spark)))
         .load()
     )
 

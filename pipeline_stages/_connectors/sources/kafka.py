@@ -21,7 +21,8 @@ Guarantees and choices:
 Options (Spark lower-cases the keys): `clientConfigSecret` (JSON librdkafka settings; the
 name matches Spark's `spark.redaction.regex`, so plans and logs never show credentials),
 `topics` (JSON array), `startingOffsets` (`earliest`, `latest` or offsets JSON),
-`maxOffsetsPerTrigger`, `keyFormat`, `keyFormatError`, `groupId`, `pollTimeoutMs`.
+`maxOffsetsPerTrigger`, `keyFormat`, `keyFormatError`, `groupId`, `pollTimeoutMs`,
+`minPartitions`, `minRowsPerTask` (the smallest range worth a task of its own).
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from pipeline_stages._connectors.sources import kafka_offsets as K
+from pipeline_stages._connectors.sources.arrow_records import checked, raw_batch
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
-from pipeline_stages._connectors.sources.records import source_record
 
 FORMAT = "sluice_kafka"
 
@@ -53,23 +55,8 @@ _RESEEK_AFTER_S = 5.0
 _log = logging.getLogger(__name__)
 
 
-def _arrow_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("part", pa.int32()),
-            ("seq", pa.int64()),
-            ("raw", pa.string()),
-            ("source_ts_ms", pa.int64()),
-            ("meta", pa.string()),
-            ("error", pa.string()),
-        ]
-    )
-
-
-#: `RAW_SCHEMA` as Arrow (what `read` yields).
-_ARROW = _arrow_schema()
+#: Fewer records than this per task are not worth cutting a partition's range for.
+MIN_ROWS_PER_TASK = 4_096
 
 
 class KafkaRange(InputPartition):
@@ -97,6 +84,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.key_format_error = options.get("keyformaterror", "dlq")
         self.group_id = options.get("groupid") or None
         self.poll_timeout_s = int(options.get("polltimeoutms", DEFAULT_POLL_TIMEOUT_MS)) / 1000
+        self.min_partitions = max(1, int(options.get("minpartitions", "1")))
+        self.min_rows_per_task = max(1, int(options.get("minrowspertask", MIN_ROWS_PER_TASK)))
         self._meta: Any = None  # driver-side consumer for metadata, never pickled
 
     def __getstate__(self) -> dict[str, Any]:
@@ -167,12 +156,14 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self.watermarks("latest")
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        """One input partition per Kafka partition with records in `[start, end)`."""
+        """One input partition per Kafka partition with records in `[start, end)`, a large
+        backlog cut into about `minPartitions` (`kafka_offsets.split_ranges`)."""
         index = {t: i for i, t in enumerate(self.topics)}
+        found = K.ranges(K.normalise(start), K.normalise(end), self.topics)
         return [
             KafkaRange(topic, partition, K.part_id(index.get(topic, 0), partition), first, last)
-            for topic, partition, first, last in K.ranges(
-                K.normalise(start), K.normalise(end), self.topics
+            for topic, partition, first, last in K.split_ranges(
+                found, tasks=self.min_partitions, min_rows=self.min_rows_per_task
             )
         ]
 
@@ -208,7 +199,6 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """Yield the range's records as Arrow batches in `RAW_SCHEMA`."""
-        import pyarrow as pa
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
         if not isinstance(partition, KafkaRange):
@@ -249,10 +239,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 if rows[0]:
                     deadline = time.monotonic() + self.poll_timeout_s
                     stalled_since = time.monotonic()
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array(c, type=f.type) for c, f in zip(rows, _ARROW, strict=True)],
-                        schema=_ARROW,
-                    )
+                    yield rows_batch(rows)
                     continue
                 # Compaction gaps and transaction markers: trust the consumer's position.
                 spot = TopicPartition(partition.topic, partition.partition)
@@ -309,9 +296,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         value = message.value()
         rows[0].append(partition.part)
         rows[1].append(message.offset())
-        # A null value (tombstone) stays null: not a JSON object, so it goes to the DLQ.
-        raw, error = source_record(value)
-        rows[2].append(raw)
+        # The value as received (`rows_batch` checks them all at once). A null value
+        # (tombstone) stays null: not a JSON object, so it goes to the DLQ.
+        rows[2].append(value)
         rows[3].append(0 if kind == TIMESTAMP_NOT_AVAILABLE else ts_ms)
         rows[4].append(
             K.source_meta(
@@ -324,7 +311,15 @@ class KafkaStreamReader(DataSourceStreamReader):
                 key_format_error=self.key_format_error,
             )
         )
-        rows[5].append(error)
+        rows[5].append(None)
+
+
+def rows_batch(rows: list[list[Any]]) -> Any:
+    """The `RAW_ARROW` batch of the columns `_append` collected (values checked in bulk)."""
+    raw, error = checked(pa.array(rows[2], pa.binary()))
+    return raw_batch(
+        part=rows[0], seq=rows[1], raw=raw, source_ts_ms=rows[3], meta=rows[4], error=error
+    )
 
 
 class KafkaDataSource(RawRecordSource):

@@ -99,6 +99,26 @@ def ranges(start: Offsets, end: Offsets, topics: Sequence[str]) -> list[tuple[st
     return out
 
 
+def split_ranges(
+    found: Sequence[tuple[str, int, int, int]], *, tasks: int, min_rows: int
+) -> list[tuple[str, int, int, int]]:
+    """`ranges` cut so that a large backlog is read by about `tasks` tasks (Spark's Kafka
+    `minPartitions`): each range gets pieces in proportion to its size, none under
+    `min_rows` records. Pieces of a range stay in offset order, next to each other; the
+    records and their `part`/`seq` are those of the uncut range."""
+    total = sum(end - first for _, _, first, end in found)
+    if tasks <= len(found) or total < 2 * min_rows:
+        return list(found)
+    out = []
+    for topic, partition, first, end in found:
+        size = end - first
+        pieces = max(1, min(round(size * tasks / total), size // max(1, min_rows)))
+        step = -(-size // pieces)
+        for begin in range(first, end, step):
+            out.append((topic, partition, begin, min(end, begin + step)))
+    return out
+
+
 def decode_key(key: bytes | None, key_format: str) -> Any:
     """The message key as Extended JSON, decoded per `keyFormat` (`int`/`long`/`double` are
     big-endian, as Atlas reads them); raises `KeyFormatError`."""

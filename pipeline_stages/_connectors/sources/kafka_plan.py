@@ -26,20 +26,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._connectors.kafka_conf import client_config
 from pipeline_stages._connectors.sources import kafka_offsets as K
+from pipeline_stages._connectors.sources.arrow_records import checked, raw_batch
 from pipeline_stages._connectors.sources.ingest import ingest_source
 from pipeline_stages._connectors.sources.kafka import (
     DEFAULT_MAX_OFFSETS_PER_TRIGGER,
     FORMAT,
     KafkaStreamReader,
 )
-from pipeline_stages._connectors.sources.raw_source import RAW_SCHEMA
-from pipeline_stages._connectors.sources.records import source_record
+from pipeline_stages._connectors.sources.raw_source import RAW_SCHEMA, task_slots
 from pipeline_stages._stream.context import SourcePlan
 from pipeline_stages._stream.frame import META, StreamFrame
 
@@ -86,6 +87,7 @@ def compile_kafka_source(
         "keyFormat": spec.config.key_format,
         "keyFormatError": spec.config.key_format_error,
         "groupId": _group_id(spec) or "",
+        "minPartitions": str(task_slots(ctx.spark)),
     }
     raw = _native_stream(ctx.spark, options, topics) if native else _python_stream(ctx, options)
     frame = ingest_source(observe(raw), spec, operator=operator, problems=ctx.problems, body=body)
@@ -186,6 +188,7 @@ def _native_stream(spark: Any, options: dict[str, str], topics: list[str]) -> Da
         subscribe=",".join(topics),
         startingOffsets=options["startingOffsets"],
         maxOffsetsPerTrigger=options["maxOffsetsPerTrigger"],
+        minPartitions=options["minPartitions"],
         includeHeaders="true",
         failOnDataLoss="false",
     )
@@ -199,45 +202,31 @@ def _native_to_raw(topics: list[str], key_format: str, key_format_error: str) ->
     index = {t: i for i, t in enumerate(topics)}
 
     def convert(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
         for batch in batches:
             cols = batch.to_pydict()
             n = batch.num_rows
-            records = [source_record(v) for v in cols["value"]]
-            yield pa.RecordBatch.from_pydict(
-                {
-                    "part": [
-                        K.part_id(index.get(t, 0), p)
-                        for t, p in zip(cols["topic"], cols["partition"], strict=True)
-                    ],  # fmt: skip
-                    "seq": cols["offset"],
-                    "raw": [raw for raw, _ in records],
-                    "source_ts_ms": [int(ts.timestamp() * 1000) for ts in cols["timestamp"]],
-                    "meta": [
-                        K.source_meta(
-                            topic=cols["topic"][i],
-                            partition=cols["partition"][i],
-                            offset=cols["offset"][i],
-                            key=cols["key"][i],
-                            headers=[(h["key"], h["value"]) for h in cols["headers"][i] or []],
-                            key_format=key_format,
-                            key_format_error=key_format_error,
-                        )
-                        for i in range(n)
-                    ],
-                    "error": [error for _, error in records],
-                },
-                schema=pa.schema(
-                    [
-                        ("part", pa.int32()),
-                        ("seq", pa.int64()),
-                        ("raw", pa.string()),
-                        ("source_ts_ms", pa.int64()),
-                        ("meta", pa.string()),
-                        ("error", pa.string()),
-                    ]
-                ),
+            raw, error = checked(batch.column("value").cast(pa.binary()))
+            yield raw_batch(
+                part=[
+                    K.part_id(index.get(t, 0), p)
+                    for t, p in zip(cols["topic"], cols["partition"], strict=True)
+                ],
+                seq=cols["offset"],
+                raw=raw,
+                source_ts_ms=[int(ts.timestamp() * 1000) for ts in cols["timestamp"]],
+                meta=[
+                    K.source_meta(
+                        topic=cols["topic"][i],
+                        partition=cols["partition"][i],
+                        offset=cols["offset"][i],
+                        key=cols["key"][i],
+                        headers=[(h["key"], h["value"]) for h in cols["headers"][i] or []],
+                        key_format=key_format,
+                        key_format_error=key_format_error,
+                    )
+                    for i in range(n)
+                ],
+                error=error,
             )
 
     return convert

@@ -7,13 +7,22 @@ the same for every source and lives here.
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 #: The row every source yields (see the package docstring for the fields).
 RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING, error STRING"
+
+
+def task_slots(spark: Any) -> int:
+    """How many tasks run at once (`defaultParallelism`: the executors' cores), which a
+    source may split a large micro-batch into; 1 where the session cannot tell (Connect)."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - no SparkContext (Spark Connect, stubs): no split
+        return 1
 
 
 class StreamReaderClass(Protocol):

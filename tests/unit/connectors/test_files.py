@@ -13,6 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pipeline_stages._connectors.file_paths import PathEscapes, path_problem, resolve_under
 from pipeline_stages._connectors.sinks.file_writer import FileEmitWriter, batch_file_name
 from pipeline_stages._connectors.sinks.plans import FileEmitPlan, Name
+from pipeline_stages._connectors.sources.arrow_records import raw_rows
 from pipeline_stages._connectors.sources.files import (
     FilePosition,
     FileStreamReader,
@@ -142,20 +143,20 @@ def test_reader_reads_new_files_in_name_order_and_replays_the_same_rows(tmp_path
     start = reader.initialOffset()
     end = reader.latestOffset(start, limit)
     (part,) = reader.partitions(start, end)
-    rows = list(reader.read(part))
+    rows = raw_rows(reader.read(part))
     assert [(r[1], json.loads(r[2])) for r in rows] == [(1, {"n": 1})]  # the blank line: seq 2
     assert json.loads(rows[0][4]) == {"type": "file", "path": "in/001.jsonl", "line": 1}
     write(tmp_path / "000.jsonl", {"n": 0})  # sorts before the current file: not read
     write(tmp_path / "002.jsonl", {"n": 3}, {"n": 4}, newline=False)
     nxt = reader.latestOffset(end, ReadAllAvailable())
-    rows = list(reader.read(reader.partitions(end, nxt)[0]))
+    rows = raw_rows(reader.read(reader.partitions(end, nxt)[0]))
     # 002's last line has no newline and no later file: it waits.
     assert [(r[1], json.loads(r[2])) for r in rows] == [(3, {"n": 2}), (4, {"n": 3})]
-    assert rows == list(reader.read(reader.partitions(end, nxt)[0]))  # a replay
+    assert rows == raw_rows(reader.read(reader.partitions(end, nxt)[0]))  # a replay
     assert all(r[3] == nxt["ts"] for r in rows)
     write(tmp_path / "003.jsonl", {"n": 5})
     last = reader.latestOffset(nxt, ReadAllAvailable())
-    rows = list(reader.read(reader.partitions(nxt, last)[0]))
+    rows = raw_rows(reader.read(reader.partitions(nxt, last)[0]))
     assert [json.loads(r[2]) for r in rows] == [{"n": 4}, {"n": 5}]
     assert reader.partitions(last, last) == []
     assert listed(str(tmp_path / "missing")) == []

@@ -14,13 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline_stages._connectors.sources.arrow_records import raw_rows
 from pipeline_stages._connectors.sources.files import FilePosition, FileStreamReader
 from pipeline_stages._connectors.sources.http_ingest import (
     HttpIngestStreamReader,
     _Range,
     encode_record,
 )
-from pipeline_stages._connectors.sources.kafka import KafkaRange, KafkaStreamReader
+from pipeline_stages._connectors.sources.kafka import KafkaRange, KafkaStreamReader, rows_batch
 from pipeline_stages._connectors.sources.kafka_plan import _native_to_raw
 from pipeline_stages._connectors.sources.records import (
     binary_json,
@@ -147,7 +148,7 @@ def test_http_ingest_and_file_readers_hand_the_reason_to_spark(tmp_path: Path) -
     raws = [b'{"k": 1}', b'{"k": "\xff"}']
     spool.append("c", [encode_record(raw, 1_000) for raw in raws])
     reader = HttpIngestStreamReader({"datadir": str(tmp_path), "connection": "c"})
-    rows = list(reader.read(_Range(1, 2)))
+    rows = raw_rows(reader.read(_Range(1, 2)))
     assert [(row[2], row[5]) for row in rows] == [
         ('{"k": 1}', None),
         (binary_json(raws[1]), "input is not valid UTF-8 (byte 0xff at offset 7)"),
@@ -157,7 +158,9 @@ def test_http_ingest_and_file_readers_hand_the_reason_to_spark(tmp_path: Path) -
     files = FileStreamReader({"directory": str(tmp_path / "files")})
     end = FilePosition("a.jsonl", 2, 2, 5)
     partition = files.partitions(FilePosition().to_offset(), end.to_offset())[0]
-    assert [(row[2], row[5]) for row in files.read(partition)] == [(r[2], r[5]) for r in rows]
+    assert [(row[2], row[5]) for row in raw_rows(files.read(partition))] == [
+        (r[2], r[5]) for r in rows
+    ]
 
 
 class _Message:
@@ -182,9 +185,10 @@ class _Message:
 
 def test_kafka_values_that_are_not_utf8_go_to_the_dlq_with_their_bytes() -> None:
     reader = KafkaStreamReader({"clientconfigsecret": "{}", "topics": '["t"]'})
-    rows: list[list[Any]] = [[], [], [], [], [], []]
+    columns: list[list[Any]] = [[], [], [], [], [], []]
     for offset, value in enumerate([b'{"k": 1}', b'{"k": "\xff"}', None]):
-        reader._append(rows, KafkaRange("t", 0, 0, 0, 3), _Message(value, offset))
+        reader._append(columns, KafkaRange("t", 0, 0, 0, 3), _Message(value, offset))
+    rows = [list(column) for column in zip(*raw_rows([rows_batch(columns)]), strict=True)]
     assert rows[2] == ['{"k": 1}', binary_json(b'{"k": "\xff"}'), None]
     assert rows[5] == [None, "input is not valid UTF-8 (byte 0xff at offset 7)", None]
     # Spark's own Kafka format goes through the same conversion.

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from pipeline_stages._connectors.sources.arrow_records import raw_rows
 from pipeline_stages._connectors.sources.http_ingest import (
     HttpIngestStreamReader,
     decode_record,
@@ -96,7 +97,7 @@ def test_the_reader_walks_the_spool_by_sequence_number(tmp_path: Path) -> None:
     assert end == {"seq": 2}
     assert source.latestOffset(end, ReadAllAvailable()) == {"seq": 3}
     (partition,) = source.partitions(start, end)
-    rows = list(source.read(partition))
+    rows = raw_rows(source.read(partition))
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
         (0, 1, '{"a": 1.5e0}', 1000),
         (0, 2, "oops", 2000),

@@ -1,0 +1,128 @@
+"""Records in bulk: `records.source_record` over an Arrow array of payloads, and `RAW_SCHEMA`
+as Arrow, so that a source's `read` yields `pyarrow.RecordBatch`es instead of Python tuples.
+
+`checked(payloads)` gives the same `(raw, error)` per record as `source_record`, with the
+work done by Arrow's kernels for the common record: the UTF-8 check is one cast of the whole
+array, the cheap tests that let `source_record` skip its parse (no `"$`, ends with `}`, no
+number that may be beyond a double) are regex matches over the array, and `prefer_double`'s
+rewrite of fractional literals is one regex replacement (see `_rewrite_decimals`). A record
+that any test flags, and every record of an array that is not all UTF-8, goes through
+`source_record` itself: those are the records that may be poison, rare in a healthy stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline_stages._connectors.sources.records import source_record
+
+#: `raw_source.RAW_SCHEMA` as Arrow (what the sources' `read` yields).
+RAW_ARROW: Final = pa.schema(
+    [
+        ("part", pa.int32()),
+        ("seq", pa.int64()),
+        ("raw", pa.string()),
+        ("source_ts_ms", pa.int64()),
+        ("meta", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
+#: Records `source_record` would parse, or whose rewrite the regex below cannot do exactly:
+#: a `"$` (a possible wrapper); a last character other than `}` (`source_record` strips any
+#: whitespace, this only ASCII's: the others take the exact path); the marks of a number
+#: beyond a double (`records._NUMBER_MARKS`); a non-ASCII decimal digit (Python's `\d`
+#: matches them, `[0-9]` here does not); a NUL (the marker); a fractional literal followed
+#: by a quote (the replacement consumes the character after a number).
+_EXACT_PATH: Final = r'"\$|[eE]\+?[0-9]{3}|[0-9]{300}|[^\P{Nd}0-9]|\x00|[0-9]\.[0-9]+"'
+_ENDS_AS_OBJECT: Final = r"\}[ \t\r\n]*$"
+#: `json_text._STRING_OR_DECIMAL` without its look-ahead: the character after the number is
+#: matched (and put back) instead. Strings are marked with NUL so that the decimals' marks
+#: can be told apart afterwards: a string's mark follows its closing quote, a number's a digit.
+_STRING_OR_DECIMAL: Final = r'("(?:[^"\\]|\\.)*")|(-?[0-9]+\.[0-9]+)([^0-9eE.]|$)'
+_MARK: Final = "\x00"
+#: What every rewritten literal contains: records without it are left as they are.
+_FRACTION: Final = r"[0-9]\.[0-9]"
+#: `bytes.strip()`'s whitespace: a line of only these is blank.
+_BLANK: Final = rb"^[ \t\n\r\x0b\x0c]*$"
+
+
+def blank(lines: pa.Array) -> pa.Array:
+    """Which lines (binary) hold nothing but whitespace (the File source skips them)."""
+    return pc.match_substring_regex(lines, _BLANK.decode("latin-1"))
+
+
+def checked(payloads: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """`(raw, error)` string arrays of binary `payloads`: `source_record` of each."""
+    try:
+        text = payloads.cast(pa.string())
+    except pa.ArrowInvalid:  # some record is not UTF-8: the exact path for all
+        return _exact(payloads.to_pylist())
+    exact = pc.fill_null(
+        pc.or_(
+            pc.match_substring_regex(text, _EXACT_PATH),
+            pc.invert(pc.match_substring_regex(text, _ENDS_AS_OBJECT)),
+        ),
+        False,
+    )
+    raw = _rewrite_decimals(text)
+    error = pa.nulls(len(text), pa.string())
+    flagged = np.flatnonzero(exact.to_numpy(zero_copy_only=False))
+    if len(flagged):
+        found = [source_record(payloads[int(i)].as_py()) for i in flagged]
+        raw = pc.replace_with_mask(raw, exact, pa.array([r for r, _ in found], pa.string()))
+        error = pc.replace_with_mask(error, exact, pa.array([e for _, e in found], pa.string()))
+    return raw, error
+
+
+def _rewrite_decimals(text: pa.Array) -> pa.Array:
+    """`json_text.prefer_double` of every record (see `_STRING_OR_DECIMAL`; the records this
+    cannot rewrite exactly take the exact path)."""
+    has = pc.fill_null(pc.match_substring_regex(text, _FRACTION), False)
+    count = pc.sum(has).as_py() or 0
+    if count == 0:
+        return text
+    subset = text if count == len(text) else pc.filter(text, has)
+    marked = pc.replace_substring_regex(subset, _STRING_OR_DECIMAL, r"\1\2" + _MARK + r"\3")
+    rewritten = pc.replace_substring(pc.replace_substring(marked, '"' + _MARK, '"'), _MARK, "e0")
+    return rewritten if count == len(text) else pc.replace_with_mask(text, has, rewritten)
+
+
+def _exact(payloads: list[Any]) -> tuple[pa.Array, pa.Array]:
+    found = [source_record(p) for p in payloads]
+    return pa.array([r for r, _ in found], pa.string()), pa.array(
+        [e for _, e in found], pa.string()
+    )
+
+
+def raw_batch(
+    *, part: Any, seq: Any, raw: Any, source_ts_ms: Any, meta: Any, error: Any
+) -> pa.RecordBatch:
+    """A `RAW_ARROW` batch; each column is an array, or a scalar repeated for every row."""
+    n = len(seq)
+    columns = []
+    for value, field in zip((part, seq, raw, source_ts_ms, meta, error), RAW_ARROW, strict=True):
+        if value is None:
+            array = pa.nulls(n, field.type)
+        elif isinstance(value, pa.Array):
+            array = value.cast(field.type)
+        elif isinstance(value, np.ndarray | list):
+            array = pa.array(value, field.type)
+        else:
+            array = pa.repeat(pa.scalar(value, field.type), n)
+        columns.append(array)
+    return pa.RecordBatch.from_arrays(columns, schema=RAW_ARROW)
+
+
+def raw_rows(batches: Iterable[pa.RecordBatch]) -> list[tuple[Any, ...]]:
+    """The rows of `RAW_ARROW` batches as tuples in `RAW_SCHEMA` order (for tests and tools
+    that look at what a reader yields)."""
+    out: list[tuple[Any, ...]] = []
+    for batch in batches:
+        out.extend(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+    return out
