@@ -172,17 +172,3 @@ def test_results_do_not_depend_on_batch_size(spark: Any) -> None:
     assert len(results[0]) == 9
     assert sum("_dlqMessage" in line for line in out) == 3
 
-
-def test_lookup_is_rejected_not_ignored(spark: Any) -> None:
-    lookup = {
-        "$lookup": {
-            "from": {"connectionName": "c", "db": "d", "coll": "x"},
-            "localField": "a",
-            "foreignField": "b",
-            "as": "j",
-        }
-    }
-    code, out, err = run(spark, [source({"a": 1}), lookup])
-    assert code == 2 and out == []
-    problem = json.loads(err)["problems"][0]
-    assert (problem["code"], problem["path"]) == ("unsupported_option", "/pipeline/1/$lookup")
