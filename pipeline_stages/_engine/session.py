@@ -10,6 +10,10 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from pipeline_stages._engine import class_archive
+
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
 #: Settings every Sluice session needs, whatever the master.
 BASE_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -43,14 +47,19 @@ def build_session(
     """Get or create the process's SparkSession with Sluice's settings.
 
     Spark starts Python workers with `python3` from PATH unless told otherwise, which may not
-    be the interpreter Sluice is installed in; pin workers to this interpreter.
+    be the interpreter Sluice is installed in; pin workers to this interpreter. The driver's
+    JVM maps the machine's class-data archive when there is one (`class_archive`).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings = {**BASE_CONF, **(conf or {})}
+    java_options = class_archive.driver_java_options(settings.get(DRIVER_JAVA_OPTIONS))
+    if java_options is not None:
+        settings[DRIVER_JAVA_OPTIONS] = java_options
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**BASE_CONF, **(conf or {})}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("SLUICE_SPARK_LOG_LEVEL", "ERROR"))
