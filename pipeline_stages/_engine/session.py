@@ -24,6 +24,11 @@ BASE_CONF: dict[str, str] = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # PySpark's DataFrame debugging records the Python call site of every Column function
+    # in the JVM (5 extra py4j round trips each). Sluice compiles MQL into thousands of
+    # Column calls and reports its own errors with JSON paths: off, compiling 85 arithmetic
+    # expressions made 41k round trips instead of 88k, in ~0.6x the time (RESULTS.md).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     # Compiled MQL filters produce generated methods above HotSpot's 8000-byte JIT limit;
     # without this flag they stay interpreted (measured: 26.7 vs 18.7 CPU-s per 1M docs).
     # Deeply nested MQL inside `$map`/`$filter` lambdas needs more analyzer iterations than

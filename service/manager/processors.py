@@ -42,7 +42,7 @@ from service.errors import (
 from service.manager.build import RunFactory, dlq_option
 from service.manager.connections import ConnectionRegistry, referenced_connections
 from service.manager.dlq import DlqTargets
-from service.manager.runs import REPLAYING, Run, RunTable, summarize_error
+from service.manager.runs import REPLAYING, Run, RunTable, retry_count, summarize_error
 from service.manager.states import STATUS, Action, State, next_state
 from service.manager.stats import LiveStats, utc_now
 from service.manager.validate import (
@@ -330,9 +330,9 @@ class ProcessorManager:
             return "recovering", "resuming from checkpoint"
         if run.handle is None:
             wait = max(0.0, (run.retry_at or time.monotonic()) - time.monotonic())
-            attempts = self._settings.restart_attempts
+            attempt, attempts = retry_count(run, self._settings.restart_attempts)
             return "recovering", (
-                f"restarting after an error in {wait:.1f} s (retry {run.failures} of {attempts})"
+                f"restarting after an error in {wait:.1f} s (retry {attempt} of {attempts})"
             )
         if run.recovering is not None:
             return "recovering", run.recovering

@@ -67,6 +67,8 @@ class Run:
 
     Attributes:
         failures: Consecutive failures (reset by a completed micro-batch).
+        overloads: Consecutive failures of an overloaded machine (`is_overload`), counted
+            apart from `failures` and reset the same way.
         retries: Restarts scheduled since the processor started (never reset).
         retry_at: When the next restart is due (monotonic clock), between failure and restart.
         last_error: The last failure.
@@ -81,10 +83,38 @@ class Run:
     request: RunRequest
     handle: QueryHandle | None = None
     failures: int = 0
+    overloads: int = 0
     retries: int = 0
     retry_at: float | None = None
     last_error: RunError | None = None
     recovering: str | None = None
+
+
+#: Spark's errors when a Python worker it started did not connect back in time: its
+#: executor waits 10 s (a constant in `PythonWorkerFactory`), the worker 15 s. A busy machine
+#: (seen here at load 8 on 2 cores) makes the workers of Python data sources miss that.
+_OVERLOAD_MARKERS = (
+    "Python worker failed to connect back",
+    "waiting for the Python worker to connect back",
+    "CANNOT_OPEN_SOCKET",
+)
+#: Restarts after overload failures before the processor becomes FAILED, and the longest
+#: wait between two (the backoff doubles from `restart_backoff_seconds` up to it): a
+#: processor rides out a few minutes of an overloaded machine instead of failing for good.
+OVERLOAD_ATTEMPTS = 12
+OVERLOAD_MAX_BACKOFF_SECONDS = 30.0
+
+
+def is_overload(message: str) -> bool:
+    """Whether a failure says the machine was too busy, not that the query is wrong."""
+    return any(marker in message for marker in _OVERLOAD_MARKERS)
+
+
+def retry_count(run: Run, restart_attempts: int) -> tuple[int, int]:
+    """The run's last failure's retry number and how many it gets (overloads get more)."""
+    if run.last_error is not None and is_overload(run.last_error.message):
+        return run.overloads, OVERLOAD_ATTEMPTS
+    return run.failures, restart_attempts
 
 
 _PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$")
@@ -240,7 +270,7 @@ class RunTable:
         if progress.get("idle"):
             return
         run.stats.record_progress(progress)
-        run.failures = 0
+        run.failures = run.overloads = 0
 
     # ------------------------------------------------------------------ supervision
 
@@ -318,12 +348,20 @@ class RunTable:
         self._attach(run, handle)
 
     def _on_failure(self, run: Run, message: str, code: str = SPARK_FAILURE) -> None:
-        run.failures += 1
         run.last_error = RunError(code, message, utc_now())
-        if run.failures > self._settings.restart_attempts:
-            self._give_up(run, code, message)
-            return
-        delay = self._settings.restart_backoff_seconds * 2 ** (run.failures - 1)
+        backoff = self._settings.restart_backoff_seconds
+        if is_overload(message):
+            run.overloads += 1
+            if run.overloads > OVERLOAD_ATTEMPTS:
+                self._give_up(run, code, message)
+                return
+            delay = min(backoff * 2 ** (run.overloads - 1), OVERLOAD_MAX_BACKOFF_SECONDS)
+        else:
+            run.failures += 1
+            if run.failures > self._settings.restart_attempts:
+                self._give_up(run, code, message)
+                return
+            delay = backoff * 2 ** (run.failures - 1)
         run.retry_at = time.monotonic() + delay
         run.retries += 1
         run.recovering = None
@@ -331,11 +369,13 @@ class RunTable:
             self._report_error(run)
         except Exception:  # noqa: BLE001 - reporting must not stop the retry
             log.exception("recording the error of processor %s", run.name)
+        overloaded = is_overload(message)
         log.warning(
-            "processor %s failed (%d/%d), retrying in %.1f s: %s",
+            "processor %s failed%s (%d/%d), retrying in %.1f s: %s",
             run.name,
-            run.failures,
-            self._settings.restart_attempts,
+            " on a busy machine" if overloaded else "",
+            run.overloads if overloaded else run.failures,
+            OVERLOAD_ATTEMPTS if overloaded else self._settings.restart_attempts,
             delay,
             message,
         )

@@ -1,10 +1,15 @@
-"""End to end: a processor's checkpoint keeps its window engine when the service's changes.
+"""End to end: a processor's checkpoint keeps its window engine and bucket count when the
+service's settings change.
 
 The operator keeps open windows in Spark's state store, the batch engine beside the
-checkpoint (`service.runtime.window_pins`). A service restarted with `spark.sluice.window.engine`
-switched must resume a started processor on the engine that wrote its state, so a window
-opened before the restart still counts the documents it had; a processor created after the
-restart runs on the new engine.
+checkpoint (`service.runtime.window_pins`), and the operator's groups are split over
+`spark.sluice.window.buckets` buckets. A service restarted with the engine switched and the
+bucket count changed must resume a started processor on the engine and buckets that wrote
+its state, so a window opened before the restart still counts the documents it had, each
+once; a processor created after the restart runs on the new engine.
+
+One test, two service lifetimes (each a JVM start): the first on the operator with two
+buckets, the second on the batch engine with one.
 """
 
 from __future__ import annotations
@@ -71,36 +76,6 @@ def services() -> Iterator[list[ServiceProcess]]:
         service.cleanup()
 
 
-def test_a_started_processor_keeps_its_window_engine_across_a_conf_change(
-    tmp_path: Path, services: list[ServiceProcess]
-) -> None:
-    data_dir = tmp_path / "data"
-    services.append(service := ServiceProcess(data_dir).start())
-    with service.http() as client:
-        kept = create_and_start(client, "kept")
-        first = [{"k": "a", "t": at(1)}, {"k": "b", "t": at(4)}, {"k": "a", "t": at(9)}]
-        assert client.post("/api/v1/ingest/kept_in", json=first).status_code == 202
-        poll(lambda: counted(client, "kept", 3), timeout=120, message="the records were not read")
-        assert windows(client, "kept") is None  # [0 s, 10 s) is still open
-    service.stop()
-
-    services.append(service := ServiceProcess(data_dir, extra_env=BATCH_ENGINE).start())
-    with service.http() as client:
-        assert client.get("/api/v1/processors/kept").json()["state"] == "STARTED"
-        fresh = create_and_start(client, "fresh")
-        closing = [{"k": "a", "t": at(14)}]
-        for name, records in (("kept", closing), ("fresh", first + closing)):
-            assert client.post(f"/api/v1/ingest/{name}_in", json=records).status_code == 202
-        # The window opened before the restart counts the records it held then.
-        found = poll(lambda: windows(client, "kept"), timeout=120, message="no window from kept")
-        assert found == [("a", 2), ("b", 1)]
-        fresh_found = poll(lambda: windows(client, "fresh"), timeout=120, message="no window")
-        assert fresh_found == [("a", 2), ("b", 1)]
-    # `kept` ran on the operator before and after; `fresh` on the batch engine.
-    assert not batch_state(data_dir, kept)
-    assert batch_state(data_dir, fresh)
-
-
 def group_pipeline(connection: str) -> list[dict[str, Any]]:
     """A tumbling `$group` window: the groups split over the operator's buckets."""
     window = window_pipeline(connection)
@@ -108,33 +83,58 @@ def group_pipeline(connection: str) -> list[dict[str, Any]]:
     return window
 
 
-def test_a_started_processor_keeps_its_bucket_count_across_a_conf_change(
+def test_started_processors_keep_their_window_engine_and_buckets_across_a_conf_change(
     tmp_path: Path, services: list[ServiceProcess]
 ) -> None:
-    """Started on two buckets, resumed by a service configured for one: the groups whose
-    partials the second bucket holds must still be counted, once."""
     data_dir = tmp_path / "data"
-    two = {"SLUICE_SPARK_CONF_spark__sluice__window__buckets": "2"}
-    services.append(service := ServiceProcess(data_dir, extra_env=two).start())
+    two_buckets = {"SLUICE_SPARK_CONF_spark__sluice__window__buckets": "2"}
+    services.append(service := ServiceProcess(data_dir, extra_env=two_buckets).start())
     keys = "abcdefgh"
+    first = [{"k": "a", "t": at(1)}, {"k": "b", "t": at(4)}, {"k": "a", "t": at(9)}]
+    spread = [{"k": k, "t": at(1 + n)} for n, k in enumerate(keys)]
     with service.http() as client:
+        kept = create_and_start(client, "kept")
         client.post("/api/v1/connections", json={"name": "split_in", "type": "HttpIngest"})
         body = {"name": "split", "pipeline": group_pipeline("split_in")}
-        client.post("/api/v1/processors", json=body).raise_for_status()
+        split = str(client.post("/api/v1/processors", json=body).json()["_id"])
         assert client.post("/api/v1/processors/split:start").json()["state"] == "STARTED"
-        first = [{"k": k, "t": at(1 + n)} for n, k in enumerate(keys)]
-        assert client.post("/api/v1/ingest/split_in", json=first).status_code == 202
-        poll(lambda: counted(client, "split", len(keys)), timeout=120, message="not read")
-        assert windows(client, "split") is None  # [0 s, 10 s) is still open
+        for name, records in (("kept", first), ("split", spread)):
+            assert client.post(f"/api/v1/ingest/{name}_in", json=records).status_code == 202
+        for name, records in (("kept", first), ("split", spread)):
+            poll(
+                lambda n=name, r=records: counted(client, n, len(r)),
+                timeout=120,
+                message=f"the records of {name} were not read",
+            )
+        assert windows(client, "kept") is None  # [0 s, 10 s) is still open
+        assert windows(client, "split") is None
     service.stop()
 
-    services.append(service := ServiceProcess(data_dir).start())
+    services.append(service := ServiceProcess(data_dir, extra_env=BATCH_ENGINE).start())
     with service.http() as client:
-        closing = [{"k": "a", "t": at(9)}, {"k": "a", "t": at(14)}]
-        assert client.post("/api/v1/ingest/split_in", json=closing).status_code == 202
-        found = poll(
+        assert client.get("/api/v1/processors/kept").json()["state"] == "STARTED"
+        fresh = create_and_start(client, "fresh")
+        closing = [{"k": "a", "t": at(14)}]
+        inputs = {
+            "kept": closing,
+            "fresh": first + closing,
+            "split": [{"k": "a", "t": at(9)}, {"k": "a", "t": at(14)}],
+        }
+        for name, records in inputs.items():
+            assert client.post(f"/api/v1/ingest/{name}_in", json=records).status_code == 202
+        # The window opened before the restart counts the records it held then.
+        found = poll(lambda: windows(client, "kept"), timeout=120, message="no window from kept")
+        assert found == [("a", 2), ("b", 1)]
+        fresh_found = poll(lambda: windows(client, "fresh"), timeout=120, message="no window")
+        assert fresh_found == [("a", 2), ("b", 1)]
+        # The groups whose partials the second bucket held are still counted, once.
+        split_found = poll(
             lambda: (w := windows(client, "split")) and len(w) >= len(keys) and w,
             timeout=120,
             message=f"not every group of {keys} was emitted",
         )
-    assert sorted(found) == [("a", 2)] + [(k, 1) for k in keys[1:]]
+    assert sorted(split_found) == [("a", 2)] + [(k, 1) for k in keys[1:]]
+    # `kept` and `split` ran on the operator before and after; `fresh` on the batch engine.
+    assert not batch_state(data_dir, kept)
+    assert not batch_state(data_dir, split)
+    assert batch_state(data_dir, fresh)

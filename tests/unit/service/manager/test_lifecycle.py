@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from service.errors import (
 from service.manager.connections import ConnectionRegistry
 from service.manager.positions import START_FILE
 from service.manager.processors import ProcessorManager
+from service.manager.runs import OVERLOAD_ATTEMPTS, OVERLOAD_MAX_BACKOFF_SECONDS, is_overload
 from service.manager.states import TRANSITIONS, Action, State, next_state
 from service.schemas.processors import ProcessorCreate, ProcessorModify
 from service.stores import Spool, open_stores
@@ -352,3 +354,47 @@ def test_resume_without_spark_leaves_processors_started(tmp_path: Path) -> None:
     assert second.get("p").state is State.STARTED
     assert second.stats(second.get("p"))["status"] == "starting"
     stores.close()
+
+
+OVERLOAD = (
+    "org.apache.spark.SparkException: Python worker failed to connect back.\n"
+    "JVM stacktrace:\n\tat x"
+)
+
+
+def test_an_overloaded_machine_is_ridden_out_not_failed(manager: ProcessorManager) -> None:
+    """Python workers that miss Spark's 10 s connect-back on a busy machine are retried
+    past `restart_attempts` (2 here), with a capped backoff, and progress resets them."""
+    create(manager)
+    record = manager.start("p")
+    engine = engine_of(manager)
+    for attempt in range(1, OVERLOAD_ATTEMPTS + 1):
+        engine.queries[-1].fail(OVERLOAD)
+        manager.runs.tick()
+        run = manager.runs.get(record.id)
+        assert run is not None and manager.get("p").state is State.STARTED, attempt
+        assert (run.overloads, run.failures) == (attempt, 0)
+        assert run.retry_at is not None
+        assert run.retry_at - time.monotonic() <= OVERLOAD_MAX_BACKOFF_SECONDS
+        run.retry_at = 0
+        manager.runs.tick()
+    engine.progress(engine.queries[-1].query_id, {"batchId": 0, "numInputRows": 1})
+    assert run.overloads == 0
+    for _ in range(OVERLOAD_ATTEMPTS + 1):
+        engine.queries[-1].fail(OVERLOAD)
+        manager.runs.tick()
+        if (run := manager.runs.get(record.id)) is not None:
+            run.retry_at = 0
+            manager.runs.tick()
+    failed = manager.get("p")
+    assert failed.state is State.FAILED
+    assert failed.error is not None
+    assert (
+        failed.error.message
+        == "org.apache.spark.SparkException: Python worker failed to connect back."
+    )
+
+
+def test_only_workers_that_did_not_connect_back_count_as_overload() -> None:
+    assert not is_overload("java.lang.RuntimeException: boom")
+    assert is_overload('[CANNOT_OPEN_SOCKET] Can not open socket: ["tried to connect"]')
