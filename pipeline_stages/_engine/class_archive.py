@@ -66,9 +66,13 @@ def archive_path() -> Path | None:
     for part in (java, *sorted(jars.glob("*.jar"))):
         stat = part.stat()
         digest.update(f"{part}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return archive_dir() / f"spark-{digest.hexdigest()[:16]}.jsa"
+
+
+def archive_dir() -> Path:
+    """The directory of this machine's archives."""
     default = Path.home() / ".cache" / "sluice" / "jvm"
-    directory = Path(os.environ.get("SLUICE_JVM_ARCHIVE_DIR", default))
-    return directory / f"spark-{digest.hexdigest()[:16]}.jsa"
+    return Path(os.environ.get("SLUICE_JVM_ARCHIVE_DIR", default))
 
 
 def driver_java_options(current: str | None) -> str | None:

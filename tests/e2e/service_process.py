@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from pipeline_stages._engine import class_archive
+
 T = TypeVar("T")
 
 SLUICE = (
@@ -41,6 +43,8 @@ TEST_ENV = {
     "SLUICE_RESTART_BACKOFF_SECONDS": "0.2",
     "SLUICE_STATS_FLUSH_SECONDS": "1",
     "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1",
+    # The run's class-data archive, also for a test that gives the service another HOME.
+    "SLUICE_JVM_ARCHIVE_DIR": str(class_archive.archive_dir()),
 }
 
 
