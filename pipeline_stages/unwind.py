@@ -82,6 +82,7 @@ def compile(spec: UnwindSpec, frame: StreamFrame, ctx: CompileContext, path: str
     """
     from pyspark.sql import functions as F
 
+    from pipeline_stages._mql import kinds as K
     from pipeline_stages._mql import values as V
     from pipeline_stages._mql.ops.paths import get_path, remove_field, set_field
     from pipeline_stages._mql.scope import Expr
@@ -90,7 +91,7 @@ def compile(spec: UnwindSpec, frame: StreamFrame, ctx: CompileContext, path: str
     dotted = spec.path[1:]
     preserve = spec.preserve_null_and_empty_arrays
     value = get_path(F.col(DOC), dotted.split("."))
-    kind = V.kind_of(value)
+    kind = K.kind_of(value)
     array = F.try_variant_get(value, "$", "array<variant>")
     one = F.array(F.lit(None).cast("variant"))
     none = F.array().cast("array<variant>")
@@ -98,7 +99,7 @@ def compile(spec: UnwindSpec, frame: StreamFrame, ctx: CompileContext, path: str
     elements = (
         F.when(~frame.healthy, one)
         .when((kind == "array") & (F.size(array) > 0), array)
-        .when((kind == "array") | V.is_nullish(value), drop_or_keep)
+        .when((kind == "array") | K.is_nullish(value), drop_or_keep)
         .otherwise(one)
     )
     df = frame.df.withColumn("__unwind_kind", kind).select(

@@ -11,18 +11,15 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from pipeline_stages._mql import values as V
+from pipeline_stages._mql import kinds as K
+from pipeline_stages._mql.kinds import INTEGRAL_TYPES, NUMERIC_TYPES, Kind, kind_in
 from pipeline_stages._mql.values import (
-    INTEGRAL_TYPES,
-    NUMERIC_TYPES,
     TYPE_RANK,
-    Kind,
     as_bool,
     as_double,
     as_epoch_ms,
     as_long,
     as_string,
-    kind_in,
 )
 
 
@@ -39,7 +36,7 @@ def truthy(value: Column, kind: Kind = None) -> Column:
         if kind in NUMERIC_TYPES:
             return F.coalesce(as_double(value, kind) != 0, F.lit(False))
         return F.lit(True)
-    kind = V._kind(value, kind)
+    kind = K.kind_or_computed(value, kind)
     return (
         F.when(kind.isin("missing", "null"), F.lit(False))
         .when(kind == "bool", F.coalesce(as_bool(value, "bool"), F.lit(False)))
@@ -52,7 +49,7 @@ def type_rank(value: Column, kind: Kind = None) -> Column:
     """The BSON comparison rank of a value's type (see `TYPE_RANK`)."""
     if isinstance(kind, str):
         return F.lit(TYPE_RANK.get(kind, TYPE_RANK["unknown"]))
-    kind = V._kind(value, kind)
+    kind = K.kind_or_computed(value, kind)
     pairs = [item for name, rank in TYPE_RANK.items() for item in (F.lit(name), F.lit(rank))]
     return F.coalesce(F.create_map(*pairs)[kind], F.lit(TYPE_RANK["unknown"]))
 
@@ -97,8 +94,8 @@ def compare(left: Column, right: Column, left_kind: Kind = None, right_kind: Kin
     comparison that agrees on equality of equal documents. Pass the operands' kinds (a
     static name when known) to keep the generated code small.
     """
-    lk = left_kind if left_kind is not None else V.kind_of(left)
-    rk = right_kind if right_kind is not None else V.kind_of(right)
+    lk = left_kind if left_kind is not None else K.kind_of(left)
+    rk = right_kind if right_kind is not None else K.kind_of(right)
     rank_l, rank_r = type_rank(left, lk), type_rank(right, rk)
     static = [TYPE_RANK.get(k, TYPE_RANK["unknown"]) for k in (lk, rk) if isinstance(k, str)]
     if len(static) == 2 and static[0] != static[1]:

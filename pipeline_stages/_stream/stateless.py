@@ -13,7 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCollector, classify, join_path
-from pipeline_stages._mql import values as V
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql.expressions import compile_expression
 from pipeline_stages._mql.ops.common import first_error
 from pipeline_stages._mql.ops.paths import empty_object, remove_field, set_field
@@ -87,7 +87,7 @@ def replace_root(new_root: Any, scope: Scope, path: str, problems: ProblemCollec
 
     result = compile_expression(new_root, scope, path, problems)
     value = scope.bind(result.value)
-    kind = scope.bind(V.kind_of(value))
+    kind = scope.bind(K.kind_of(value))
     not_object = F.concat(
         F.lit("'newRoot' expression must evaluate to an object, but resulting value was: "),
         F.coalesce(F.to_json(value), F.lit("MISSING")),

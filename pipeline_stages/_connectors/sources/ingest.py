@@ -20,6 +20,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCollector, join_path
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.expressions import compile_expression
 from pipeline_stages._mql.ops.paths import key_path
@@ -69,7 +70,7 @@ def ingest(
 ) -> StreamFrame:
     """Turn a raw record stream (see `sources.RAW_SCHEMA`) into a stream frame."""
     staged = raw.withColumn("__parsed", F.try_parse_json(F.col("raw")))
-    staged = staged.withColumn("__is_object", V.is_plain_object(F.col("__parsed")))
+    staged = staged.withColumn("__is_object", K.is_plain_object(F.col("__parsed")))
     parsed, is_object = F.col("__parsed"), F.col("__is_object")
     # The source's own verdict (`records.source_record`) comes first; frames built without
     # the column (benchmarks) have none.
@@ -125,7 +126,7 @@ def _apply_time_field(
     result = compile_expression(time_field, scope, path, problems)
     value = scope.bind(result.value)
     millis = scope.bind(V.as_epoch_ms(value))
-    kind = scope.bind(V.mql_type(value))
+    kind = scope.bind(K.kind_of(value))
     # A `{"$date": ...}` Spark cannot read is a date by its tag: say what is wrong with it.
     not_a_date = F.when(
         kind == "date",
@@ -168,7 +169,7 @@ def stamped_doc(doc: Column, existing: Column | None, *, ts_field: str, meta_fie
     if not meta_field or existing is None:
         return doc
     merged = F.when(
-        V.mql_type(existing) == "object", _merge_objects(existing, F.col(META))
+        K.kind_of(existing) == "object", _merge_objects(existing, F.col(META))
     ).otherwise(F.col(META))
     return F.variant_set(doc, variant_path(meta_field), merged)
 

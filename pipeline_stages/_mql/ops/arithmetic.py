@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     ANY_NUMBER,
@@ -65,7 +66,7 @@ def _integral_or_double(long_value: Column, double_value: Column) -> Column:
 def _round_to_long(a: Arg) -> Column:
     """An operand added to a date: integral values as is, doubles rounded half away from 0."""
     rounded = F.round(V.as_double(a.value, a.k)).try_cast("bigint")
-    return F.when(a.kind_in(V.INTEGRAL_TYPES), V.as_long(a.value, a.k)).otherwise(rounded)
+    return F.when(a.kind_in(K.INTEGRAL_TYPES), V.as_long(a.value, a.k)).otherwise(rounded)
 
 
 def _numeric_kinds(args: list[Arg]) -> set[str] | None:
@@ -123,7 +124,7 @@ def subtract(ctx: Ctx) -> Expr:
         return placeholder()
     lhs, rhs = args
     both_numbers = lhs.kind_in(ANY_NUMBER) & rhs.kind_in(ANY_NUMBER)
-    both_integral = lhs.kind_in(V.INTEGRAL_TYPES) & rhs.kind_in(V.INTEGRAL_TYPES)
+    both_integral = lhs.kind_in(K.INTEGRAL_TYPES) & rhs.kind_in(K.INTEGRAL_TYPES)
     ld, rd = V.as_double(lhs.value, lhs.k), V.as_double(rhs.value, rhs.k)
     long_diff = F.try_subtract(V.as_long(lhs.value, lhs.k), V.as_long(rhs.value, rhs.k))
     numeric = F.when(both_integral, _integral_or_double(long_diff, ld - rd)).otherwise(
@@ -217,7 +218,7 @@ def mod(ctx: Ctx) -> Expr:
         return placeholder()
     lhs, rhs, both = parsed
     ld, rd = V.as_double(lhs.value, lhs.k), V.as_double(rhs.value, rhs.k)
-    integral = lhs.kind_in(V.INTEGRAL_TYPES) & rhs.kind_in(V.INTEGRAL_TYPES)
+    integral = lhs.kind_in(K.INTEGRAL_TYPES) & rhs.kind_in(K.INTEGRAL_TYPES)
     long_mod = F.try_mod(V.as_long(lhs.value, lhs.k), V.as_long(rhs.value, rhs.k))
     number = F.when(integral, V.from_long(long_mod)).otherwise(V.from_double(F.try_mod(ld, rd)))
     zero = F.when(both & (rd == 0), F.lit("can't $mod by zero"))
@@ -290,7 +291,7 @@ def pow_(ctx: Ctx) -> Expr:
     )
     power = F.pow(b, e)
     bl, el = V.as_long(base.value, base.k), V.as_long(exp.value, exp.k)
-    integral = base.kind_in(V.INTEGRAL_TYPES) & exp.kind_in(V.INTEGRAL_TYPES)
+    integral = base.kind_in(K.INTEGRAL_TYPES) & exp.kind_in(K.INTEGRAL_TYPES)
     small = (F.abs(power) < 2.0**53) & (el >= 0)
     unit_base = F.when(bl == 1, F.lit(1)).when(
         bl == -1, F.when(el % 2 == 0, F.lit(1)).otherwise(F.lit(-1))

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
@@ -72,7 +73,7 @@ def _elem_at(ctx: Ctx, arr: Arg, index: Column, index_arg: Arg | None, arity_one
         checks[0] = (nullish, _no_error())
         checks.append(
             (
-                ~index_arg.kind_in(V.NUMERIC_TYPES),
+                ~index_arg.kind_in(K.NUMERIC_TYPES),
                 message(
                     f"{ctx.op}'s second argument must be a numeric value, but is ",
                     kind_text(index_arg),
@@ -81,7 +82,7 @@ def _elem_at(ctx: Ctx, arr: Arg, index: Column, index_arg: Arg | None, arity_one
         )
         checks.append(
             (
-                (index.isNull()) | (index < V.INT32_MIN) | (index > V.INT32_MAX),
+                (index.isNull()) | (index < K.INT32_MIN) | (index > K.INT32_MAX),
                 message(
                     f"{ctx.op}'s second argument must be representable as a 32-bit integer: ",
                     number_text(V.as_double(index_arg.value, index_arg.k)),
@@ -89,8 +90,8 @@ def _elem_at(ctx: Ctx, arr: Arg, index: Column, index_arg: Arg | None, arity_one
             )
         )
         errors.append(index_arg.error)
-    position = F.when(index >= 0, F.least(index + 1, F.lit(V.INT32_MAX))).otherwise(
-        F.greatest(index, F.lit(V.INT32_MIN))
+    position = F.when(index >= 0, F.least(index + 1, F.lit(K.INT32_MAX))).otherwise(
+        F.greatest(index, F.lit(K.INT32_MIN))
     )
     picked = F.try_element_at(_items(arr), position.cast("int"))
     return result(F.when(nullish, V.null()).otherwise(picked), *errors, own=when_all(checks))
@@ -198,14 +199,14 @@ def slice_(ctx: Ctx) -> Expr:
             message("First argument to $slice must be an array, but is of type: ", kind_text(arr)),
         ),
         (
-            ~second.kind_in(V.NUMERIC_TYPES),
+            ~second.kind_in(K.NUMERIC_TYPES),
             message(
                 "Second argument to $slice must be a numeric value, but is of type: ",
                 kind_text(second),
             ),
         ),
         (
-            n2.isNull() | (F.abs(n2) > V.INT32_MAX),
+            n2.isNull() | (F.abs(n2) > K.INT32_MAX),
             message(
                 "Second argument to $slice can't be represented as a 32-bit integer: ",
                 number_text(V.as_double(second.value, second.k)),
@@ -220,13 +221,13 @@ def slice_(ctx: Ctx) -> Expr:
         checks += [
             (third.nullish, _no_error()),
             (
-                ~third.kind_in(V.NUMERIC_TYPES),
+                ~third.kind_in(K.NUMERIC_TYPES),
                 message(
                     "Third argument to $slice must be numeric, but is of type: ", kind_text(third)
                 ),
             ),
             (
-                n3.isNull() | (F.abs(n3) > V.INT32_MAX),
+                n3.isNull() | (F.abs(n3) > K.INT32_MAX),
                 message(
                     "Third argument to $slice can't be represented as a 32-bit integer: ",
                     number_text(V.as_double(third.value, third.k)),
@@ -236,7 +237,7 @@ def slice_(ctx: Ctx) -> Expr:
         ]
     items = _items(arr)
     start, length = _slice_bounds(F.size(items).cast("bigint"), n2, n3)
-    sliced = F.slice(items, start.cast("int"), F.least(length, F.lit(V.INT32_MAX)).cast("int"))
+    sliced = F.slice(items, start.cast("int"), F.least(length, F.lit(K.INT32_MAX)).cast("int"))
     value = F.when(nullish, V.null()).otherwise(V.from_array(sliced))
     return result(value, *errors_of(args), own=when_all(checks), kinds={"array", "null"})
 
@@ -292,7 +293,7 @@ def index_of_array(ctx: Ctx) -> Expr:
         )
         bounds.append(n)
     start = bounds[0] if bounds else F.lit(0)
-    end = bounds[1] if len(bounds) > 1 else F.lit(V.INT32_MAX)
+    end = bounds[1] if len(bounds) > 1 else F.lit(K.INT32_MAX)
     hits = F.transform(
         _items(arr),
         lambda e, i: F.when(
@@ -323,13 +324,13 @@ def range_(ctx: Ctx) -> Expr:
     for a, n, type_text, range_text in zip(args, nums, type_texts, range_texts, strict=False):
         checks.append(
             (
-                ~a.kind_in(V.NUMERIC_TYPES),
+                ~a.kind_in(K.NUMERIC_TYPES),
                 message(f"$range requires a numeric {type_text}", kind_text(a)),
             )
         )
         checks.append(
             (
-                n.isNull() | (F.abs(n) > V.INT32_MAX),
+                n.isNull() | (F.abs(n) > K.INT32_MAX),
                 message(
                     f"$range requires {range_text} that can be represented as a 32-bit integer, found value: ",
                     F.to_json(a.value),

@@ -25,6 +25,7 @@ from pyspark.sql.classic.column import _to_seq
 from pyspark.sql.functions.builtin import _unresolved_named_lambda_variable
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.scope import NOT_CONSTANT, Expr, Scope
 
@@ -50,18 +51,18 @@ class Arg:
     kinds: frozenset[str] | None = None
 
     @property
-    def k(self) -> V.Kind:
+    def k(self) -> K.Kind:
         """The type tag to hand to `values` helpers."""
         return self.static if self.static is not None else self.kind
 
     def kind_in(self, names: Iterable[str]) -> Column:
         """A BOOLEAN: the operand's type is one of `names`."""
-        return V.kind_in(self.k, tuple(names))
+        return K.kind_in(self.k, tuple(names))
 
     @property
     def nullish(self) -> Column:
         """True when the operand is missing or null."""
-        return V.is_nullish(self.value, self.k)
+        return K.is_nullish(self.value, self.k)
 
     @property
     def is_const(self) -> bool:
@@ -221,7 +222,7 @@ def narrow_kind(value: Column, kinds: frozenset[str] | None) -> Column:
             tag = F.when(value.isNull(), F.lit("missing"))
             tag = tag.when(F.is_variant_null(value), F.lit("null"))
             return tag.otherwise(F.lit(next(iter(concrete))))
-    return V.kind_of(value)
+    return K.kind_of(value)
 
 
 def placeholder() -> Expr:
@@ -391,7 +392,7 @@ def double_text(x: Column) -> Column:
 def with_kind(element: Column, build: Callable[[Column], Column]) -> Column:
     """`build(kind)` where `kind` is `element`'s type tag, computed once (lambda bodies)."""
     var = _unresolved_named_lambda_variable("t")
-    return let([V.kind_of(element).alias("k")], var, build(var["k"]))
+    return let([K.kind_of(element).alias("k")], var, build(var["k"]))
 
 
 def in_frame(ctx: Ctx, scope: Scope, build: Callable[[Ctx], Column]) -> Column:

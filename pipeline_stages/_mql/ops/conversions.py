@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Arg,
@@ -95,17 +96,17 @@ def _to_integer(a: Arg, bits: int) -> tuple[Column, Column]:
     parsed = text.try_cast("bigint")
     value = when_all(
         [
-            (a.kind_in(V.INTEGRAL_TYPES), as_long),
+            (a.kind_in(K.INTEGRAL_TYPES), as_long),
             (a.kind_in(("double", "decimal")), x.try_cast("bigint")),
             (a.kind_in(("string",)), parsed),
             (a.kind_in(("bool",)), V.as_bool(a.value, "bool").cast("bigint")),
             (a.kind_in(("date",)) & F.lit(bits == 64), V.as_epoch_ms(a.value, "date")),
         ]
     )
-    int_range = (value < V.INT32_MIN) | (value > V.INT32_MAX)
+    int_range = (value < K.INT32_MIN) | (value > K.INT32_MAX)
     failure = when_all(
         [
-            (a.kind_in(V.INTEGRAL_TYPES) & F.lit(bits == 32) & int_range, _overflow(F.lit(""))),
+            (a.kind_in(K.INTEGRAL_TYPES) & F.lit(bits == 32) & int_range, _overflow(F.lit(""))),
             (a.kind_in(("double", "decimal")), _double_to_integer_error(x, low, high)),
             (
                 a.kind_in(("string",)),
@@ -141,7 +142,7 @@ def _to_double(a: Arg) -> tuple[Column, Column]:
     parsed = text.try_cast("double")
     value = when_all(
         [
-            (a.kind_in(V.NUMERIC_TYPES), V.as_double(a.value, a.k)),
+            (a.kind_in(K.NUMERIC_TYPES), V.as_double(a.value, a.k)),
             (a.kind_in(("string",)), parsed),
             (a.kind_in(("bool",)), V.as_bool(a.value, "bool").cast("double")),
             (a.kind_in(("date",)), V.as_epoch_ms(a.value, "date").cast("double")),
@@ -176,7 +177,7 @@ def _to_decimal(a: Arg) -> tuple[Column, Column]:
     wrapped = F.try_variant_get(a.value, '$["$numberDecimal"]', "string")
     digits = when_all(
         [
-            (a.kind_in(V.INTEGRAL_TYPES), V.as_long(a.value, a.k).cast("string")),
+            (a.kind_in(K.INTEGRAL_TYPES), V.as_long(a.value, a.k).cast("string")),
             (a.kind_in(("decimal",)), wrapped),
             (a.kind_in(("double",)), double_text(V.as_double(a.value, a.k))),
             (a.kind_in(("string",)), text),
@@ -204,7 +205,7 @@ def _to_string(a: Arg) -> tuple[Column, Column]:
     text = when_all(
         [
             (a.kind_in(("string",)), V.as_string(a.value, "string")),
-            (a.kind_in(V.INTEGRAL_TYPES), V.as_long(a.value, a.k).cast("string")),
+            (a.kind_in(K.INTEGRAL_TYPES), V.as_long(a.value, a.k).cast("string")),
             (a.kind_in(("double",)), double_text(V.as_double(a.value, a.k))),
             (a.kind_in(("decimal",)), F.try_variant_get(a.value, '$["$numberDecimal"]', "string")),
             (
@@ -236,7 +237,7 @@ def _to_bool(a: Arg) -> tuple[Column, Column]:
     value = when_all(
         [
             (a.kind_in(("bool",)), V.as_bool(a.value, "bool")),
-            (a.kind_in(V.NUMERIC_TYPES), V.as_double(a.value, a.k) != 0),
+            (a.kind_in(K.NUMERIC_TYPES), V.as_double(a.value, a.k) != 0),
         ],
         F.lit(True),
     )

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.arrays import _is_array, _items, _no_error
@@ -120,7 +121,7 @@ def filter_(ctx: Ctx) -> Expr:
             [
                 (limit.nullish, _no_error()),
                 (
-                    n.isNull() | (n > V.INT32_MAX),
+                    n.isNull() | (n > K.INT32_MAX),
                     message(
                         "$filter: limit must be represented as a 32-bit integral value: ",
                         F.to_json(limit.value),
@@ -131,7 +132,7 @@ def filter_(ctx: Ctx) -> Expr:
         )
         own = F.coalesce(own, limit_error)
         kept = F.when(limit.nullish, kept).otherwise(
-            F.slice(kept, 1, F.least(n, F.lit(V.INT32_MAX)).cast("int"))
+            F.slice(kept, 1, F.least(n, F.lit(K.INT32_MAX)).cast("int"))
         )
         errors.append(limit.error)
     out = F.when(inp.nullish, V.null()).otherwise(V.from_array(kept))

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
@@ -160,7 +161,7 @@ def if_null(ctx: Ctx) -> Expr:
     error_pairs: list[tuple[Column, Column]] = []
     for expr in candidates:
         used = ctx.use(expr)
-        present = ~V.is_nullish(used.value, expr.static_kind)
+        present = ~K.is_nullish(used.value, expr.static_kind)
         value_pairs.append((present, used.value))
         if used.error is not None:
             error_pairs.append((used.error.isNotNull(), used.error))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.arithmetic import EXACT_DOUBLE, _args, _binary_numeric
 from pipeline_stages._mql.ops.common import (
@@ -71,20 +72,20 @@ def _integral_passthrough(fn: Callable[[Column], Column]) -> Callable[[Arg], Col
     def compute(a: Arg) -> Column:
         x = V.as_double(a.value, a.k)
         rounded = F.when(F.abs(x) < EXACT_DOUBLE, fn(x).cast("double")).otherwise(x)
-        return F.when(a.kind_in(V.INTEGRAL_TYPES), a.value).otherwise(V.from_double(rounded))
+        return F.when(a.kind_in(K.INTEGRAL_TYPES), a.value).otherwise(V.from_double(rounded))
 
     return compute
 
 
 def _abs(a: Arg) -> Column:
     as_long = V.as_long(a.value, a.k)
-    return F.when(a.kind_in(V.INTEGRAL_TYPES), V.from_long(F.abs(as_long))).otherwise(
+    return F.when(a.kind_in(K.INTEGRAL_TYPES), V.from_long(F.abs(as_long))).otherwise(
         V.from_double(F.abs(V.as_double(a.value, a.k)))
     )
 
 
 def _abs_check(a: Arg) -> tuple[Column, Column]:
-    too_small = a.kind_in(V.INTEGRAL_TYPES) & (V.as_long(a.value, a.k) == F.lit(-(2**63)))
+    too_small = a.kind_in(K.INTEGRAL_TYPES) & (V.as_long(a.value, a.k) == F.lit(-(2**63)))
     return too_small, F.lit("can't take $abs of long long min")
 
 
@@ -169,7 +170,7 @@ def _round_static(num: Arg, digits: int, truncate: bool) -> Column:
         scale = 10 ** (-digits)
         rounded = F.try_subtract(n, F.try_mod(n, F.lit(scale))) if truncate else F.bround(n, digits)
         integral = V.from_long(F.coalesce(rounded, F.lit(0)))
-    return F.when(num.kind_in(V.INTEGRAL_TYPES), integral).otherwise(V.from_double(as_double))
+    return F.when(num.kind_in(K.INTEGRAL_TYPES), integral).otherwise(V.from_double(as_double))
 
 
 def _round_dynamic(num: Arg, p: Column, truncate: bool) -> Column:
@@ -190,7 +191,7 @@ def _round_dynamic(num: Arg, p: Column, truncate: bool) -> Column:
         V.from_long((F.try_divide(whole.cast("double"), factor)).try_cast("bigint"))
     )
     return F.when(
-        num.kind_in(V.INTEGRAL_TYPES), integral if n is not None else num.value
+        num.kind_in(K.INTEGRAL_TYPES), integral if n is not None else num.value
     ).otherwise(V.from_double(as_double))
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
@@ -113,8 +114,8 @@ def _sum_avg(ctx: Ctx) -> Expr:
     if parsed is None:
         return placeholder()
     items, errors = parsed
-    numbers = ctx.bind(F.filter(items, lambda e: V.kind_of(e).isin(*V.NUMERIC_TYPES)))
-    any_float = F.exists(numbers, lambda e: V.kind_of(e).isin("double", "decimal"))
+    numbers = ctx.bind(F.filter(items, lambda e: K.kind_of(e).isin(*K.NUMERIC_TYPES)))
+    any_float = F.exists(numbers, lambda e: K.kind_of(e).isin("double", "decimal"))
     long_sum = F.aggregate(
         numbers, F.lit(0).cast("bigint"), lambda acc, e: F.try_add(acc, V.as_long(e))
     )
@@ -143,7 +144,7 @@ def _min_max(ctx: Ctx) -> Expr:
             return with_kind(
                 acc,
                 lambda ka: (
-                    F.when(V.is_nullish(e, ke), acc)
+                    F.when(K.is_nullish(e, ke), acc)
                     .when(acc.isNull() | (O.compare(e, acc, ke, ka) == want), e)
                     .otherwise(acc)
                 ),

@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Arg,
@@ -127,7 +128,7 @@ def get_field_op(ctx: Ctx) -> Expr:
         return placeholder()
     a = _input(ctx, spec)
     value = (
-        F.when(V.is_missing(a.value), V.missing())
+        F.when(K.is_missing(a.value), V.missing())
         .when(a.nullish, V.null())
         .otherwise(F.when(a.kind_in(("object",)), field_of(a.value, name)))
     )
@@ -186,10 +187,10 @@ def _pair_of_array(e: Column) -> tuple[Column, Column, Column]:
     error = when_all(
         [
             (
-                ~V.is_array_value(e),
+                ~K.is_array_value(e),
                 message(
                     "$arrayToObject requires a consistent input format. Elements mustall be arrays or all be objects. Array was detected, now found: ",
-                    V.kind_of(e),
+                    K.kind_of(e),
                 ),
             ),
             (
@@ -200,10 +201,10 @@ def _pair_of_array(e: Column) -> tuple[Column, Column, Column]:
                 ),
             ),
             (
-                V.kind_of(key) != "string",
+                K.kind_of(key) != "string",
                 message(
                     "$arrayToObject requires an array of key-value pairs, where the key must be of type string. Found key type: ",
-                    V.kind_of(key),
+                    K.kind_of(key),
                 ),
             ),
         ]
@@ -218,10 +219,10 @@ def _pair_of_object(e: Column) -> tuple[Column, Column, Column]:
     error = when_all(
         [
             (
-                V.kind_of(e) != "object",
+                K.kind_of(e) != "object",
                 message(
                     "$arrayToObject requires a consistent input format. Elements mustall be arrays or all be objects. Object was detected, now found: ",
-                    V.kind_of(e),
+                    K.kind_of(e),
                 ),
             ),
             (
@@ -239,10 +240,10 @@ def _pair_of_object(e: Column) -> tuple[Column, Column, Column]:
                 ),
             ),
             (
-                V.kind_of(key) != "string",
+                K.kind_of(key) != "string",
                 message(
                     "$arrayToObject requires an object with keys 'k' and 'v', where the value of 'k' must be of type string. Found type: ",
-                    V.kind_of(key),
+                    K.kind_of(key),
                 ),
             ),
         ]
@@ -258,7 +259,7 @@ def array_to_object(ctx: Ctx) -> Expr:
     a = ctx.arg(compiled[0])
     items = ctx.bind(V.as_array(a.value, a.k))
     first = F.try_element_at(items, F.lit(1))
-    first_is_array = V.is_array_value(first)
+    first_is_array = K.is_array_value(first)
 
     def entry(e: Column) -> Column:
         ak, av, aerr = _pair_of_array(e)
@@ -284,7 +285,7 @@ def array_to_object(ctx: Ctx) -> Expr:
             F.transform(last, lambda x: F.struct(x["key"].alias("key"), x["value"].alias("value")))
         )
     )
-    first_kind = V.kind_of(first)
+    first_kind = K.kind_of(first)
     own = when_all(
         [
             (a.nullish, _no_error()),

@@ -22,6 +22,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.functions.builtin import _unresolved_named_lambda_variable
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import let
 from pipeline_stages._mql.scope import Expr
@@ -65,7 +66,7 @@ def object_path(doc: Column, names: list[str]) -> Column:
     slow: Column | None = None
     for k in range(1, len(names)):
         prefix = get_path(doc, names[:k])
-        branch = F.when(V.is_array_value(prefix), array_path(prefix, names[k:]))
+        branch = F.when(K.is_array_value(prefix), array_path(prefix, names[k:]))
         slow = branch if slow is None else F.coalesce(slow, branch)
     if slow is None:
         raise ValueError("a field path has at least one name")
@@ -75,7 +76,7 @@ def object_path(doc: Column, names: list[str]) -> Column:
 def array_path(array: Column, names: list[str]) -> Column:
     """The rest of a field path applied to each object element of `array`."""
     mapped = F.transform(
-        V.as_array(array), lambda e: F.when(V.is_object_like(e), object_path(e, names))
+        V.as_array(array), lambda e: F.when(K.is_object_like(e), object_path(e, names))
     )
     return V.from_array(F.filter(mapped, lambda x: x.isNotNull()))
 
@@ -84,8 +85,8 @@ def value_path(value: Column, names: list[str]) -> Column:
     """A field path below a value of any type (variables: `$$this.a.b`)."""
     if not names:
         return value
-    return F.when(V.is_object_like(value), object_path(value, names)).when(
-        V.is_array_value(value), array_path(value, names)
+    return F.when(K.is_object_like(value), object_path(value, names)).when(
+        K.is_array_value(value), array_path(value, names)
     )
 
 
@@ -146,14 +147,14 @@ def _set_in_object(obj: Column, names: list[str], value: Column) -> Column:
 
 
 def _set_below(child: Column, names: list[str], value: Column, *, in_array: bool) -> Column:
-    base = F.when(V.is_object_like(child), child).otherwise(empty_object())
+    base = F.when(K.is_object_like(child), child).otherwise(empty_object())
     on_object = _set_in_object(base, names, value)
     if in_array:
-        return F.when(V.is_array_value(child), child).otherwise(on_object)
+        return F.when(K.is_array_value(child), child).otherwise(on_object)
     on_array = V.from_array(
         F.transform(V.as_array(child), lambda e: _set_below(e, names, value, in_array=True))
     )
-    return F.when(V.is_array_value(child), on_array).otherwise(on_object)
+    return F.when(K.is_array_value(child), on_array).otherwise(on_object)
 
 
 def set_field(doc: Column, dotted: str, value: Expr) -> Expr:
@@ -187,15 +188,15 @@ def _unset_in_object(obj: Column, names: list[str]) -> Column:
         return delete_key(obj, names[0])
     rest = names[1:]
     child = get_field(obj, names[0])
-    new_child = F.when(V.is_object_like(child), _unset_in_object(child, rest)).otherwise(
+    new_child = F.when(K.is_object_like(child), _unset_in_object(child, rest)).otherwise(
         V.from_array(
             F.transform(
                 V.as_array(child),
-                lambda e: F.when(V.is_object_like(e), _unset_in_object(e, rest)).otherwise(e),
+                lambda e: F.when(K.is_object_like(e), _unset_in_object(e, rest)).otherwise(e),
             )
         )
     )
-    touched = V.is_object_like(child) | V.is_array_value(child)
+    touched = K.is_object_like(child) | K.is_array_value(child)
     return F.when(touched, set_key(obj, names[0], new_child)).otherwise(obj)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Arg,
@@ -51,7 +52,7 @@ def coerce_to_string(a: Arg) -> tuple[Column, Column]:
         [
             (a.nullish, F.lit("")),
             (a.kind_in(("string",)), V.as_string(a.value, "string")),
-            (a.kind_in(V.INTEGRAL_TYPES), V.as_long(a.value, a.k).cast("string")),
+            (a.kind_in(K.INTEGRAL_TYPES), V.as_long(a.value, a.k).cast("string")),
             (a.kind_in(("double", "decimal")), number_text(as_double)),
             (a.kind_in(("date",)), F.date_format(V.as_timestamp(a.value, "date"), V.DATE_PATTERN)),
         ]
@@ -102,11 +103,11 @@ def _index_checks(
     n = V.as_whole_number(a.value, a.k)
     checks = [
         (
-            ~a.kind_in(V.NUMERIC_TYPES),
+            ~a.kind_in(K.NUMERIC_TYPES),
             message(f"{op}: {what} must be a numeric type (is BSON type ", kind_text(a), ")"),
         ),
         (
-            n.isNull() | (n < V.INT32_MIN) | (n > V.INT32_MAX),
+            n.isNull() | (n < K.INT32_MIN) | (n > K.INT32_MAX),
             message(
                 f"{op}: {what} cannot be represented as a 32-bit integral value: ",
                 number_text(V.as_double(a.value, a.k)),
@@ -327,7 +328,7 @@ def index_of_cp(ctx: Ctx) -> Expr:
         n = V.as_whole_number(a.value, a.k)
         checks.append(
             (
-                ~a.kind_in(V.NUMERIC_TYPES) | n.isNull(),
+                ~a.kind_in(K.NUMERIC_TYPES) | n.isNull(),
                 message(
                     f"$indexOfCPrequires an integral {what}, found a value of type: ",
                     kind_text(a),

@@ -18,6 +18,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Ctx,
@@ -152,7 +153,7 @@ def is_number(ctx: Ctx) -> Expr:
     if compiled is None:
         return placeholder()
     a = ctx.arg(compiled[0])
-    return result(V.from_bool(a.kind_in(V.NUMERIC_TYPES)), a.error, kinds={"bool"})
+    return result(V.from_bool(a.kind_in(K.NUMERIC_TYPES)), a.error, kinds={"bool"})
 
 
 OPS: dict[str, Callable[[Ctx], Expr]] = {

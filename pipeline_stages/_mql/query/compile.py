@@ -26,8 +26,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import order as O
-from pipeline_stages._mql import values as V
 from pipeline_stages._mql.query.json_schema import compile_json_schema
 from pipeline_stages._mql.query.ops import UNSUPPORTED, OpContext, compile_field
 from pipeline_stages._mql.query.paths import Paths
@@ -144,7 +144,7 @@ class _Compiler:
         compiled = compile_expression(value, self.scope, path, self.problems)
         # truthy reads the value and its type tag several times: materialise both once.
         result = compiled.value if compiled.cheap else self.scope.bind(compiled.value)
-        kind = compiled.static_kind or self.scope.bind(V.kind_of(result))
+        kind = compiled.static_kind or self.scope.bind(K.kind_of(result))
         return Predicate(O.truthy(result, kind), compiled.error)
 
     def _fail(self, path: str, message: str, code: str = ProblemCode.INVALID_ARGUMENTS) -> None:

@@ -19,7 +19,7 @@ computed once, and answers type questions and reads scalars from that text:
 | long/decimal wrappers | `{"$numberLong":...}`, `{"$numberDecimal":...}` |                |
 | object    | any other `{...}`           |                                              |
 
-These follow `values.mql_type` (the encoding table in `values.py`). The text cannot tell
+These follow `kinds.kind_of` (the encoding table in `values.py`). The text cannot tell
 `5.0` (a double) from `5` when Spark stores `5.0` as `DECIMAL(1,0)`, so `$type` tests for
 `int`, `long` and `double` read the variant's schema instead; comparisons are by value and
 do not care.
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 
 _INTEGRAL_SCHEMAS = ("BIGINT", "INT", "SMALLINT", "TINYINT")
@@ -249,7 +250,7 @@ class Typed:
             test = schema.isin("DOUBLE", "FLOAT") | schema.startswith("DECIMAL")
             return F.coalesce(test, F.lit(False))
         whole = self.json.try_cast("bigint")
-        small = whole.between(V.INT32_MIN, V.INT32_MAX)
+        small = whole.between(K.INT32_MIN, K.INT32_MAX)
         integral = schema.isin(*_INTEGRAL_SCHEMAS)
         if name == "int":
             return F.coalesce(integral & small, F.lit(False))

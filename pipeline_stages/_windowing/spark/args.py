@@ -19,7 +19,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode, join_path
-from pipeline_stages._mql import values as V
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql.expressions import compile_expression
 from pipeline_stages._mql.scope import Scope
 from pipeline_stages._stream.frame import DOC, META, StreamFrame
@@ -86,7 +86,7 @@ def compile_group(
                 columns.update(value_columns(compiled.value, target, scope))
             inputs.append(target)
             if op == "$mergeObjects" and n == 0:
-                kind = scope.bind(V.kind_of(scope.bind(compiled.value)))
+                kind = scope.bind(K.kind_of(scope.bind(compiled.value)))
                 bad = ~kind.isin("object", "null", "missing")
                 invalid.append(F.when(bad, F.lit(f"{MERGE_INVALID}{index}")))
         plans.append(

@@ -7,6 +7,7 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
+from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
 
@@ -36,9 +37,9 @@ KINDS = [
 @pytest.mark.spark
 def test_kind_of(spark):
     df = spark.createDataFrame([(j,) for j, _ in KINDS], "j string")
-    got = [r[0] for r in df.select(V.kind_of(F.parse_json("j"))).collect()]
+    got = [r[0] for r in df.select(K.kind_of(F.parse_json("j"))).collect()]
     assert got == [k for _, k in KINDS]
-    assert spark.range(1).select(V.kind_of(V.missing())).first()[0] == "missing"
+    assert spark.range(1).select(K.kind_of(V.missing())).first()[0] == "missing"
 
 
 @pytest.mark.spark
@@ -48,7 +49,7 @@ def test_is_plain_object_is_kind_of_object(spark):
     texts = [j for j, _ in KINDS] + edges
     df = spark.createDataFrame([(j,) for j in texts], "j string")
     value = F.parse_json("j")
-    rows = df.select(V.kind_of(value) == "object", V.is_plain_object(value)).collect()
+    rows = df.select(K.kind_of(value) == "object", K.is_plain_object(value)).collect()
     assert [r[1] for r in rows] == [r[0] for r in rows]
     assert [r[1] for r in rows].count(True) == 4  # `{"a": 1}`, `{}`, `$dates`, nested date
 
@@ -62,7 +63,7 @@ def test_compare_follows_bson_order(spark, with_kinds):
         F.parse_json("l").alias("l"), F.parse_json("r").alias("r")
     )
     if with_kinds:
-        df = df.withColumns({"lk": V.kind_of(F.col("l")), "rk": V.kind_of(F.col("r"))})
+        df = df.withColumns({"lk": K.kind_of(F.col("l")), "rk": K.kind_of(F.col("r"))})
         cmp = O.compare(F.col("l"), F.col("r"), F.col("lk"), F.col("rk"))
     else:
         cmp = O.compare(F.col("l"), F.col("r"))
