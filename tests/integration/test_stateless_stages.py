@@ -171,4 +171,3 @@ def test_results_do_not_depend_on_batch_size(spark: Any) -> None:
     # 9 documents pass the $match; the 3 with d == 0 go to the DLQ (divide by zero).
     assert len(results[0]) == 9
     assert sum("_dlqMessage" in line for line in out) == 3
-
