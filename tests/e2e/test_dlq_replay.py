@@ -8,6 +8,7 @@ document. Retrying the replay, before and after a SIGTERM restart, replays nothi
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,8 @@ def test_a_dead_lettered_document_replays_into_a_started_processor_once(
 ) -> None:
     with service.http() as client:
         for name in ("raw_in", "fixed_in"):
-            assert client.post("/api/v1/connections", json={"name": name, "type": "HttpIngest"})
+            created = client.post("/api/v1/connections", json={"name": name, "type": "HttpIngest"})
+            assert created.status_code == 201, created.text
         for name, pipeline in (("strict", STRICT), ("corrections", CORRECTIONS)):
             body = {"name": name, "pipeline": pipeline, "options": {"dlq": DLQ}}
             assert client.post("/api/v1/processors", json=body).status_code == 201
@@ -98,10 +100,13 @@ def test_a_dead_lettered_document_replays_into_a_started_processor_once(
         [record] = client.get("/api/v1/processors/strict/dlq").json()["results"]
         assert record["replayedTo"] == ["processor:corrections"]
 
-    assert service.stop() == 0
-    service.start()
-    with service.http() as client:
-        again = client.post("/api/v1/processors/strict/dlq:replay", json=retry).json()
-        assert again == {"replayed": 0, "skipped": 1, "notReplayable": 0}
+    assert service.stop() in (0, -signal.SIGTERM)
+    restarted = ServiceProcess(service.data_dir).start()
+    try:
+        with restarted.http() as client:
+            again = client.post("/api/v1/processors/strict/dlq:replay", json=retry).json()
+            assert again == {"replayed": 0, "skipped": 1, "notReplayable": 0}
+    finally:
+        restarted.cleanup()
     spool = Spool(service.data_dir)
     assert spool.latest_seq("fixed_in") == 1  # written once, before and after the restart
