@@ -42,9 +42,9 @@ def probe_kafka(config: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
         admin = AdminClient(conf, logger=_quiet_logger())
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as error:
-        kafka_error = error.args[0] if error.args else None
-        code = kafka_error.name() if hasattr(kafka_error, "name") else "KAFKA_ERROR"
-        text = kafka_error.str() if hasattr(kafka_error, "str") else str(error)
+        kafka_error: Any = error.args[0] if error.args else None
+        code = str(kafka_error.name()) if hasattr(kafka_error, "name") else "KAFKA_ERROR"
+        text = str(kafka_error.str()) if hasattr(kafka_error, "str") else str(error)
         message = (
             f"no answer from the brokers at {servers} within {timeout_s:g} s ({text}); check "
             "bootstrapServers, that the brokers are up and reachable from this service, and "
