@@ -24,37 +24,66 @@ def _quiet_logger() -> logging.Logger:
     quiet = logging.getLogger("sluice.kafka.client")
     quiet.setLevel(logging.DEBUG)
     quiet.propagate = False  # librdkafka retries every broker: keep them out of the service log
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())  # else logging's last resort prints them
     return quiet
 
 
 def probe_kafka(config: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
-    """`{ok, brokers, topics, elapsedMs}` or `{ok: false, error: {code, message}, elapsedMs}`."""
-    from confluent_kafka import KafkaException
+    """`{ok, brokers, topics, elapsedMs}` or `{ok: false, error: {code, message}, elapsedMs}`.
+
+    Fails early when the client reports that every broker is down, the name does not resolve
+    or authentication failed, rather than waiting out `timeout_s`.
+    """
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
+    fatal_codes = {
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._RESOLVE,
+        KafkaError._AUTHENTICATION,
+        KafkaError._SSL,
+    }
+    reported: list[Any] = []
     conf: dict[str, Any] = {
         **client_config(config),
         "socket.connection.setup.timeout.ms": str(max(1000, int(timeout_s * 1000))),
+        "error_cb": reported.append,
     }
     started = time.monotonic()
-    servers = conf["bootstrap.servers"]
-    try:
-        admin = AdminClient(conf, logger=_quiet_logger())
-        metadata = admin.list_topics(timeout=timeout_s)
-    except KafkaException as error:
-        kafka_error: Any = error.args[0] if error.args else None
-        code = str(kafka_error.name()) if hasattr(kafka_error, "name") else "KAFKA_ERROR"
-        text = str(kafka_error.str()) if hasattr(kafka_error, "str") else str(error)
-        message = (
-            f"no answer from the brokers at {servers} within {timeout_s:g} s ({text}); check "
-            "bootstrapServers, that the brokers are up and reachable from this service, and "
-            "the connection's security and authentication settings"
-        )
-        log.debug("Kafka connection test failed: %s", text)
-        return {"ok": False, "error": {"code": code, "message": message}, **_elapsed(started)}
+    deadline = started + timeout_s
+    admin = AdminClient(conf, logger=_quiet_logger())
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            metadata = admin.list_topics(timeout=max(0.05, min(_STEP_S, remaining)))
+            break
+        except KafkaException as error:
+            admin.poll(0)  # serves error_cb: the client reports broker errors only there
+            fatal = [e for e in reported if e.code() in fatal_codes]
+            if fatal or remaining <= _STEP_S:
+                cause: Any = fatal[-1] if fatal else (error.args[0] if error.args else None)
+                return _failure(conf["bootstrap.servers"], cause, timeout_s, started)
     topics = sorted(name for name in metadata.topics if not name.startswith("__"))
     brokers = sorted(f"{b.host}:{b.port}" for b in metadata.brokers.values())
     return {"ok": True, "brokers": brokers, "topics": topics, **_elapsed(started)}
+
+
+#: How long one metadata attempt waits before the errors reported so far are looked at.
+_STEP_S = 0.5
+
+
+def _failure(servers: str, cause: Any, timeout_s: float, started: float) -> dict[str, Any]:
+    code = str(cause.name()) if hasattr(cause, "name") else "KAFKA_ERROR"
+    text = str(cause.str()) if hasattr(cause, "str") else str(cause)
+    message = (
+        f"the brokers at {servers} did not answer (waited at most {timeout_s:g} s; {code}: "
+        f"{text}); "
+        "check bootstrapServers, that the brokers are up and reachable from this service, and "
+        "the connection's security and authentication settings"
+    )
+    log.debug("Kafka connection test failed: %s", text)
+    return {"ok": False, "error": {"code": code, "message": message}, **_elapsed(started)}
 
 
 def _elapsed(started: float) -> dict[str, int]:
