@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from service.api import present
-from service.api.deps import ConnectionName, ConnectionsDep, ManagerDep
+from service.api.deps import BY_NAME, ConnectionName, ConnectionsDep, ManagerDep
 from service.errors import ConnectionTypeMismatch
 from service.manager.connection_probe import MAX_TIMEOUT_S, probe_kafka
 from service.schemas.connections import (
@@ -37,14 +37,14 @@ def list_connections(
     return {"results": results, "totalCount": total}
 
 
-@router.get("/{name}", response_model=ConnectionPublic, responses=present.errors(404))
+@router.get(BY_NAME, response_model=ConnectionPublic, responses=present.errors(404))
 def get_connection(name: ConnectionName, connections: ConnectionsDep) -> dict[str, Any]:
     """One connection, without secrets."""
     return connections.get(name)
 
 
 @router.delete(
-    "/{name}", status_code=204, response_class=Response, responses=present.errors(404, 409)
+    BY_NAME, status_code=204, response_class=Response, responses=present.errors(404, 409)
 )
 def delete_connection(
     name: ConnectionName, connections: ConnectionsDep, manager: ManagerDep

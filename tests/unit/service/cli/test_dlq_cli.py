@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 from typer.testing import CliRunner
 
 from service.cli.app import app
@@ -54,7 +55,9 @@ def _record(i: int) -> dict[str, Any]:
 
 
 def sluice(api: httpx.Client, *args: str) -> Any:
-    return CliRunner().invoke(app, list(args), obj=CliState(http=api), env={"COLUMNS": "250"})
+    # A wide console, so that table cells are not cut (the width is fixed when it is made).
+    state = CliState(http=api, stdout=Console(width=250, soft_wrap=True))
+    return CliRunner().invoke(app, list(args), obj=state)
 
 
 def test_the_list_shows_the_documents_own_fields_first(api: TestClient) -> None:
