@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import Services, require_api_key
-from service.api.routes import connections, dlq, ingest, processors, system
+from service.api.routes import connections, dlq, ingest, pipelines, processors, system
 from service.api.routes.system import VERSION
 from service.auth import ApiKeyChecker, accepted_keys
 from service.config.private_files import restrict_umask
@@ -31,6 +31,7 @@ from service.errors import error_body, install_handlers
 from service.manager.connections import ConnectionRegistry
 from service.manager.ingest import IngestService
 from service.manager.processors import ProcessorManager
+from service.manager.replay import DlqReplayer
 from service.runtime.engine import Engine
 from service.runtime.spark_engine import SparkEngine
 from service.stores import SecretBox, Spool, Stores, open_stores
@@ -134,13 +135,18 @@ def build_services(settings: Settings, *, engine: Engine | None, stores: Stores 
     manager = ProcessorManager(
         settings=settings, stores=stores, engine=engine, connections=registry
     )
+    ingest = IngestService(Spool(settings.data_dir), registry)
+    replayer = DlqReplayer(
+        stores=stores, dlq_targets=manager.dlq_targets, connections=registry, ingest=ingest
+    )
     return Services(
         settings=settings,
         stores=stores,
         manager=manager,
         connections=registry,
-        ingest=IngestService(Spool(settings.data_dir), registry),
+        ingest=ingest,
         auth=ApiKeyChecker(accepted_keys(settings.api_keys, settings.data_dir)),
+        replayer=replayer,
     )
 
 
@@ -185,7 +191,7 @@ def create_app(
     app.state.services = services
     install_handlers(app)
     api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_api_key)])
-    for module in (processors, dlq, connections, ingest):
+    for module in (processors, pipelines, dlq, connections, ingest):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(system.health_router)

@@ -188,11 +188,20 @@ class SluiceClient:
         """`DELETE /processors/{name}/dlq`."""
         return self.request("DELETE", f"{API}/processors/{name}/dlq", params=_query(filters))
 
+    def replay_dlq(self, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`POST /processors/{name}/dlq:replay`."""
+        return self.request("POST", f"{API}/processors/{name}/dlq:replay", json=dict(body))
+
     # ------------------------------------------------------------------ connections, ingest
 
     def create_connection(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """`POST /connections`."""
         return self.request("POST", f"{API}/connections", json=dict(body))
+
+    def test_connection(self, name: str, *, timeout: float) -> dict[str, Any]:
+        """`POST /connections/{name}:test`."""
+        params = {"timeout": timeout}
+        return self.request("POST", f"{API}/connections/{name}:test", params=params)
 
     def list_connections(self, *, page: int = 1, per_page: int = 100) -> dict[str, Any]:
         """`GET /connections`."""
