@@ -31,9 +31,7 @@ _MISSING_BUILD = (
 def install_console(app: FastAPI, api: APIRouter, services: Services) -> None:
     """Add the history route to `api` and serve the dashboard (call before including `api`)."""
     manager = services.manager
-    history = StatsHistory(
-        lambda: [manager.stats(r, verbose=True) for r in manager.all_records()]
-    )
+    history = StatsHistory(lambda: [manager.stats(r, verbose=True) for r in manager.all_records()])
     app.state.stats_history = history
     app.state.stats_sampler = HistorySampler(history)
     api.include_router(routes.router)

@@ -52,9 +52,7 @@ async def get_history(request: Request) -> StatsHistory:
 HistoryDep = Annotated[StatsHistory, Depends(get_history)]
 
 
-@router.get(
-    "/{name}/stats/history", response_model=StatsHistoryOut, responses=present.errors(404)
-)
+@router.get("/{name}/stats/history", response_model=StatsHistoryOut, responses=present.errors(404))
 def get_stats_history(
     name: ProcessorName,
     manager: ManagerDep,

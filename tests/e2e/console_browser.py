@@ -52,11 +52,15 @@ class Page:
         )
         return result
 
-    def testid(self, name: str, *, timeout: float = 30, within: WebElement | None = None) -> WebElement:
+    def testid(
+        self, name: str, *, timeout: float = 30, within: WebElement | None = None
+    ) -> WebElement:
         """The element with `data-testid=name`, once it exists."""
         scope = within or self.driver
         return self.until(
-            lambda: next(iter(scope.find_elements(By.CSS_SELECTOR, f'[data-testid="{name}"]')), None),
+            lambda: next(
+                iter(scope.find_elements(By.CSS_SELECTOR, f'[data-testid="{name}"]')), None
+            ),
             timeout=timeout,
             what=f"[data-testid={name}]",
         )

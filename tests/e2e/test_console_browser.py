@@ -80,9 +80,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
         proc.start()
         with proc.http() as client:
             for name in ("readings", "corrections_in"):
-                assert client.post(
-                    "/api/v1/connections", json={"name": name, "type": "HttpIngest"}
-                ).status_code == 201
+                assert (
+                    client.post(
+                        "/api/v1/connections", json={"name": name, "type": "HttpIngest"}
+                    ).status_code
+                    == 201
+                )
             for name, pipeline in (("windows_p", WINDOWED), ("corrections_p", CORRECTIONS)):
                 body = {"name": name, "pipeline": pipeline, "options": {"dlq": DLQ}}
                 assert client.post("/api/v1/processors", json=body).status_code == 201

@@ -48,7 +48,7 @@ export function Create() {
         setStatus(r.valid ? { ok: true, text: "valid" } : null);
       } catch (e) {
         setProblems(e.problems || []);
-        setStatus({ ok: false, text: e.status === 404 ? "validation route not available on this service" : explain(e) });
+        setStatus({ ok: false, text: e.status === 404 && e.body.errorCode === "NOT_FOUND" ? "validation route not available on this service" : explain(e) });
       }
     }, 300);
     return () => clearTimeout(timer);

@@ -45,7 +45,8 @@ function Replay({ name, filters, processors, single, onDone }) {
       setResult({ ok: true, text: `${dryRun ? "would replay" : "replayed"} ${r.replayed}, skipped ${r.skipped} (already replayed to that target)` });
       onDone();
     } catch (e) {
-      const why = e.status === 404 && !e.body.errorCode ? " (this service has no replay route yet)" : "";
+      // A 404 of the route itself (not of a processor): a service from before DLQ replay.
+      const why = e.status === 404 && e.body.errorCode === "NOT_FOUND" ? " (this service has no replay route yet)" : "";
       setResult({ ok: false, text: (e.status ? explain(e) : e.message) + why });
     }
   };
