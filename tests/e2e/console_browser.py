@@ -47,9 +47,11 @@ class Page:
 
     def until(self, condition: Callable[[], T | None], *, timeout: float, what: str) -> T:
         """The first truthy value of `condition()`, or a failure naming `what`."""
-        result: T = WebDriverWait(self.driver, timeout, poll_frequency=0.2).until(
+        result = WebDriverWait(self.driver, timeout, poll_frequency=0.2).until(
             lambda _: condition(), message=f"timed out waiting for {what}"
         )
+        if result is None:  # until() only returns truthy values; this narrows the type
+            raise AssertionError(what)
         return result
 
     def testid(

@@ -9,6 +9,7 @@ go to the test's temporary directory.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -143,7 +144,7 @@ def test_the_table_shows_rates_and_lag_moving(page: Page, service: ServiceProces
             what="a positive input rate for windows_p",
         )
         first_lag = page.until(
-            lambda: (t := page.text_of("lag", within=row)) != "no data" and t,
+            lambda: _known(page.text_of("lag", within=row)),
             timeout=60,
             what="an event-time lag",
         )
@@ -155,6 +156,11 @@ def test_the_table_shows_rates_and_lag_moving(page: Page, service: ServiceProces
         page.screenshot("processors")
     assert rate > 0
     assert page.text_of("state", within=row) == "STARTED"
+
+
+def _known(text: str, *, needle: str = "") -> str | None:
+    """The text once it is known ("no data" is not) and holds `needle`."""
+    return text if text and text != "no data" and needle in text else None
 
 
 def _positive_rate(text: str) -> float | None:
@@ -247,7 +253,7 @@ def test_create_shows_problems_at_their_path_then_starts_and_stops(
     page.until(lambda: page.text_of("processor-state") == "STARTED", timeout=120, what="STARTED")
     page.testid("start").click()
     message = page.until(
-        lambda: (t := page.text_of("action-message")) and "409" in t and t,
+        lambda: _known(page.text_of("action-message"), needle="409"),
         timeout=30,
         what="a 409 explanation",
     )
@@ -257,8 +263,6 @@ def test_create_shows_problems_at_their_path_then_starts_and_stops(
 
 
 def _pipeline(*, size: int) -> str:
-    import json
-
     pipeline: list[dict[str, Any]] = [
         {"$source": {"connectionName": "readings"}},
         {

@@ -8,6 +8,14 @@ const EMPTY = { reason: "", operatorName: "", from: "", to: "", filter: "" };
 const idOf = (record) => JSON.stringify(record._id);
 const iso = (local) => (local ? new Date(local).toISOString() : "");
 
+// The document's own fields before the ones the stream added (_stream_meta, _ts).
+function ownFieldsFirst(doc) {
+  if (!doc || typeof doc !== "object" || Array.isArray(doc)) return doc ?? null;
+  const added = ["_stream_meta", "_ts"];
+  const own = Object.entries(doc).filter(([k]) => !added.includes(k));
+  return Object.fromEntries([...own, ...Object.entries(doc).filter(([k]) => added.includes(k))]);
+}
+
 function counts(records, key) {
   const out = new Map();
   for (const r of records) {
@@ -86,7 +94,7 @@ function Record({ record, index, selected, onSelect }) {
         <tr>
           <td colSpan={4} data-testid="dlq-detail">
             <h3>Document</h3>
-            <JsonView value={record.doc ?? null} testid="dlq-doc" />
+            <JsonView value={ownFieldsFirst(record.doc)} testid="dlq-doc" />
             <h3>errInfo</h3>
             <JsonView value={record.errInfo ?? null} testid="dlq-errinfo" />
           </td>
@@ -151,7 +159,7 @@ export function Dlq({ name }) {
                   <tbody>{counts(records, (r) => r.operatorName).map(([k, n]) => <tr><td>{k}</td><td>{n}</td></tr>)}</tbody></table>
               </div>
               <Replay name={name} filters={filters} processors={processors} onDone={reload} />
-              {current && (
+              {current && current._id !== undefined && (
                 <Replay name={name} filters={filters} processors={processors} single={current} onDone={reload} />
               )}
               <table data-testid="dlq-list">
