@@ -40,6 +40,7 @@ CORRECTIONS = [
     {"$source": {"connectionName": "corrections_in"}},
     {"$addFields": {"corrected": True}},
 ]
+SECRET = "Bearer s3cret-console-token"
 BAD_PATH = "/pipeline/1/$tumblingWindow/interval/size"
 
 
@@ -209,6 +210,7 @@ def test_a_dlq_record_opens_and_replays_into_another_processor(
     assert '"late-1"' in doc.text
     assert "reason" in page.testid("dlq-errinfo").text
     assert "Input document arrived late." in page.testid("dlq-by-reason").text
+    assert page.testid("chart-dlq-time").find_elements(By.TAG_NAME, "canvas")
     page.screenshot("dlq")
     one = page.testid("replay-one")
     page.select(page.testid("replay-target", within=one), "corrections_p")
@@ -279,10 +281,15 @@ def test_connections_are_listed_without_secrets_and_created(page: Page) -> None:
     page.open("#/connections")
     table = page.testid("connections-table")
     page.until(lambda: "readings" in table.text, timeout=30, what="the readings connection")
-    page.type_into(page.testid("connection-name"), "more_in")
+    page.type_into(page.testid("connection-name"), "hooks")
+    page.select(page.testid("connection-type"), "Https")
+    settings = {"url": "https://hooks.example/in", "headers": {"Authorization": SECRET}}
+    page.type_into(page.testid("connection-config"), json.dumps(settings))
     page.testid("connection-submit").click()
-    assert "created more_in" in page.testid("connection-status").text
-    page.testid("connection-more_in")
+    assert "created hooks" in page.testid("connection-status").text
+    row = page.testid("connection-hooks")
+    assert "https://hooks.example/in" in row.text and "Https" in row.text
+    assert SECRET not in page.driver.page_source  # not in the list, nor left in the form
     page.screenshot("connections")
 
 

@@ -6,9 +6,10 @@ import { explain } from "../lifecycle.js";
 const TYPES = ["HttpIngest", "Kafka", "Cluster", "Https", "Sample", "File"];
 const HINT = {
   Kafka: '{"bootstrapServers": "host:9092", "authentication": {"mechanism": "PLAIN", "username": "u", "password": "…"}}',
-  Cluster: '{"connectionString": "mongodb://…"}',
-  Https: '{"url": "https://…"}',
-  File: '{"path": "…"}',
+  Cluster: '{"uri": "mongodb://user:password@host/"}',
+  Https: '{"url": "https://…", "headers": {"Authorization": "Bearer …"}}',
+  File: '{"directory": "/absolute/path"}',
+  Sample: '{"rate": 10}',
 };
 
 // The list shows what the API returns, which never includes secrets; the form is cleared after

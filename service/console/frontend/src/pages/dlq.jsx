@@ -2,6 +2,7 @@ import { useState } from "preact/hooks";
 import { api, enc } from "../api.js";
 import { usePoll } from "../poll.js";
 import { JsonView } from "../json.jsx";
+import { Chart } from "../charts.jsx";
 import { explain } from "../lifecycle.js";
 
 const EMPTY = { reason: "", operatorName: "", from: "", to: "", filter: "" };
@@ -14,6 +15,20 @@ function ownFieldsFirst(doc) {
   const added = ["_stream_meta", "_ts"];
   const own = Object.entries(doc).filter(([k]) => !added.includes(k));
   return Object.fromEntries([...own, ...Object.entries(doc).filter(([k]) => added.includes(k))]);
+}
+
+// Listed records per minute of dlqTime, one series per reason.
+function overTime(records) {
+  const minute = (r) => Math.floor(Date.parse((r.dlqTime && r.dlqTime.$date) || r.dlqTime) / 60000) * 60;
+  const reasons = [...new Set(records.map((r) => (r.errInfo && r.errInfo.reason) || "(none)"))];
+  const times = [...new Set(records.map(minute).filter((t) => !Number.isNaN(t)))].sort((a, b) => a - b);
+  const series = reasons.map((reason) => ({
+    label: reason.length > 40 ? `${reason.slice(0, 40)}…` : reason,
+    values: times.map(
+      (t) => records.filter((r) => minute(r) === t && ((r.errInfo && r.errInfo.reason) || "(none)") === reason).length,
+    ),
+  }));
+  return { times, series };
 }
 
 function counts(records, key) {
@@ -158,6 +173,9 @@ export function Dlq({ name }) {
                 <table><thead><tr><th>Operator</th><th>Count</th></tr></thead>
                   <tbody>{counts(records, (r) => r.operatorName).map(([k, n]) => <tr><td>{k}</td><td>{n}</td></tr>)}</tbody></table>
               </div>
+              {records.length > 0 && (
+                <Chart title="DLQ records per minute by reason" unit="records" {...overTime(records)} testid="chart-dlq-time" />
+              )}
               <Replay name={name} filters={filters} processors={processors} onDone={reload} />
               {current && current._id !== undefined && (
                 <Replay name={name} filters={filters} processors={processors} single={current} onDone={reload} />
