@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, enc } from "../api.js";
 import { JsonView } from "../json.jsx";
 import { explain } from "../lifecycle.js";
@@ -33,10 +33,14 @@ export function Create() {
   const [optionsText, setOptionsText] = useState("{}");
   const [problems, setProblems] = useState([]);
   const [status, setStatus] = useState(null);
+  // A service without the validation route: problems come from create's 422 only, and must
+  // not be wiped by a late answer of the (missing) route.
+  const noRoute = useRef(false);
   const pipeline = parse(text, "pipeline");
   const options = parse(optionsText, "options");
 
   useEffect(() => {
+    if (noRoute.current) setProblems([]); // stale: they were about the previous text
     if (pipeline.error || options.error) return undefined;
     const timer = setTimeout(async () => {
       try {
@@ -47,8 +51,15 @@ export function Create() {
         setProblems(r.problems || []);
         setStatus(r.valid ? { ok: true, text: "valid" } : null);
       } catch (e) {
-        setProblems(e.problems || []);
-        setStatus({ ok: false, text: e.status === 404 && e.body.errorCode === "NOT_FOUND" ? "validation route not available on this service" : explain(e) });
+        if (e.status === 404 && e.body.errorCode === "NOT_FOUND") {
+          if (!noRoute.current) {
+            setStatus({ ok: false, text: "validation route not available on this service: problems show on create" });
+          }
+          noRoute.current = true;
+        } else {
+          setProblems(e.problems || []);
+          setStatus({ ok: false, text: explain(e) });
+        }
       }
     }, 300);
     return () => clearTimeout(timer);
