@@ -45,14 +45,15 @@ export function Connections() {
       <h1>Connections</h1>
       {error && <p class="error">{error.message}</p>}
       <table data-testid="connections-table">
-        <thead><tr><th>Name</th><th>Type</th><th>Settings (secrets are never returned)</th><th /></tr></thead>
+        <thead><tr><th>Name</th><th>Type</th><th>Settings (secrets are never returned)</th><th>Created</th><th /></tr></thead>
         <tbody>
           {rows.map((c) => {
-            const { name, type, ...rest } = c;
+            const { name, type, builtIn, createdAt, ...rest } = c;
             return (
               <tr data-testid={`connection-${name}`}>
                 <td>{name}</td><td>{type}</td><td><code>{JSON.stringify(rest)}</code></td>
-                <td><button class="link" onClick={() => remove(name)}>delete</button></td>
+                <td>{builtIn ? "built in" : createdAt}</td>
+                <td>{!builtIn && <button class="link" onClick={() => remove(name)}>delete</button>}</td>
               </tr>
             );
           })}
