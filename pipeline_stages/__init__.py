@@ -60,6 +60,7 @@ from pipeline_stages._base import (
     join_path,
 )
 from pipeline_stages._entry import Placement, StageEntry, bind_entry, entry_of, key_of
+from pipeline_stages._mql.scan import scan_pipeline
 from pipeline_stages._placement import StageRoles, check_placement, single_key
 from pipeline_stages._problems import ATLAS_CONTEXT, problems_from_validation_error
 from pipeline_stages._windowing.stage_fields import WindowSpecBase
@@ -341,6 +342,10 @@ def parse_pipeline(raw: Any, *, path: str = "/pipeline") -> ParsedPipeline:
             spec = _validate_stage(item, join_path(path, index), collector)
             if spec is not None:
                 stages.append(ParsedStage(key_of(spec), spec, join_path(path, index)))
+        # Operators inside expressions and filters, also beside structural problems: the
+        # compilers would find them only once Spark runs.
+        seen = {(p.code, p.path) for p in collector.problems}
+        collector.extend([p for p in scan_pipeline(raw, path) if (p.code, p.path) not in seen])
         collector.extend(check_placement(raw, path, _ROLES))
     collector.raise_if_any()
     return ParsedPipeline(tuple(stages), path)

@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from service.api.deps import Services, require_api_key
-from service.api.routes import connections, dlq, ingest, processors, system
+from service.api.routes import connections, dlq, ingest, pipelines, processors, system
 from service.api.routes.system import VERSION
 from service.auth import ApiKeyChecker, accepted_keys
 from service.config.private_files import restrict_umask
@@ -188,7 +188,7 @@ def create_app(
     app.state.services = services
     install_handlers(app)
     api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_api_key)])
-    for module in (processors, dlq, connections, ingest):
+    for module in (processors, pipelines, dlq, connections, ingest):
         api.include_router(module.router)
     install_console(app, api, services)
     app.include_router(api)

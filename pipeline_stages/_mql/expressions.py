@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._mql import values as V
+from pipeline_stages._mql.names import EXPRESSION_EJSON_KEYS, UNSUPPORTED_EXPRESSION_OPERATORS
 from pipeline_stages._mql.ops import arithmetic as ops_arithmetic
 from pipeline_stages._mql.ops import arrays as ops_arrays
 from pipeline_stages._mql.ops import date_math as ops_date_math
@@ -93,23 +94,10 @@ OPS = {
 }
 
 #: Documented MQL / Atlas expression operators that Sluice does not implement.
-UNSUPPORTED_OPERATORS = frozenset(
-    {
-        "$function", "$accumulator", "$binarySize", "$bsonSize", "$bitAnd", "$bitNot",
-        "$bitOr", "$bitXor", "$firstN", "$lastN", "$maxN", "$minN", "$median", "$percentile",
-        "$rand", "$sampleRate", "$regexFind", "$regexFindAll", "$setDifference", "$setEquals",
-        "$setIntersection", "$setIsSubset", "$setUnion", "$sortArray", "$stdDevPop",
-        "$stdDevSamp", "$toHashedIndexKey", "$toUUID", "$tsIncrement", "$tsSecond", "$zip",
-        "$dateToParts", "$dateFromParts", "$indexOfBytes", "$hash",
-        "$serializeEJSON", "$deserializeEJSON", "$encStrStartsWith", "$encStrEndsWith",
-        "$encStrContains", "$encStrNormalizedEq", "$toArray", "$toObject", "$subtype",
-    }
-)  # fmt: skip
+UNSUPPORTED_OPERATORS = UNSUPPORTED_EXPRESSION_OPERATORS
 
 #: Extended JSON type wrappers accepted as literals inside expressions.
-_EJSON_KEYS = frozenset(
-    {"$date", "$oid", "$numberLong", "$numberDecimal", "$numberInt", "$numberDouble"}
-)
+_EJSON_KEYS = EXPRESSION_EJSON_KEYS
 
 #: System variables that exist in MongoDB but have no meaning (or no support) here.
 _UNSUPPORTED_VARIABLES = frozenset({"NOW", "CLUSTER_TIME", "USER_ROLES", "SEARCH_META"})

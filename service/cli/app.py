@@ -4,6 +4,7 @@
 * `sluice demo`: the service on embedded defaults with a processor on the sample stream;
 * `sluice processors|dlq|connections ...` and `sluice ingest`: talk to a running service;
 * `sluice process`: run one pipeline ephemerally, no service (Atlas's `sp.process`);
+* `sluice validate`: a pipeline's problems, locally, without Spark;
 * `sluice cluster up|down|status`: a local Spark standalone cluster to run the service on.
 
 Client commands find the service from `--url` / `--api-key` / `--config`, the variables
@@ -99,6 +100,27 @@ def process(
         max_seconds=max_seconds,
     )
     raise typer.Exit(code)
+
+
+@app.command()
+def validate(
+    ctx: typer.Context,
+    pipeline_file: Annotated[str, typer.Argument(help="Pipeline JSON file, or - for stdin.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Check a pipeline without a service or Spark: exit 0 valid, 1 invalid, 2 usage.
+
+    The file holds a pipeline array or {"pipeline": [...], "options": {...}}. Connection
+    names are checked by the service (POST /api/v1/pipelines:validate) and at create."""
+    from service.cli.output import read_text, usage_error
+    from service.cli.validate import run_validate
+
+    state = state_of(ctx)
+    try:
+        text = read_text(pipeline_file)
+    except (OSError, UnicodeDecodeError) as error:
+        usage_error(state, f"cannot read {pipeline_file}: {error}")
+    raise typer.Exit(run_validate(state, text, as_json=wants_json(ctx, as_json)))
 
 
 @app.command()

@@ -394,8 +394,28 @@ class ProcessorManager:
         except NotFound:
             raise ProcessorNotFound(record.name) from None
 
+    def validate(
+        self, pipeline: builtins.list[Any], dlq: Mapping[str, str] | None
+    ) -> tuple[builtins.list[Problem], builtins.list[Problem], bool]:
+        """`(problems, warnings, compiled)`: the checks of `create`, without storing anything.
+
+        The Spark compiler runs only when the engine is ready, so that validating never waits
+        for Spark to start; every operator and structural problem is found without it.
+        """
+        compile_ = self.engine.state == "ready"
+        try:
+            definition = self._check("validate", pipeline, dlq, compile_=compile_)
+        except PipelineRejected as error:
+            return list(error.problems), list(error.warnings), compile_
+        return [], definition.warnings, compile_
+
     def _check(
-        self, name: str, pipeline: builtins.list[Any], dlq: Mapping[str, str] | None
+        self,
+        name: str,
+        pipeline: builtins.list[Any],
+        dlq: Mapping[str, str] | None,
+        *,
+        compile_: bool = True,
     ) -> Definition:
         definition = check_definition(
             pipeline,
@@ -403,6 +423,8 @@ class ProcessorManager:
             type_of=self.connections.type_of,
             default_dlq=self._settings.default_dlq is not None,
         )
+        if not compile_:
+            return definition
         request = CompileRequest(name, pipeline, definition.has_dlq, self.connections.for_engine())
         try:
             compiled_warnings = self.engine.check(request)

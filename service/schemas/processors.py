@@ -151,6 +151,36 @@ class ProcessorCreate(_Body):
     options: ProcessorOptions = Field(default_factory=ProcessorOptions)
 
 
+class PipelineValidate(_Body):
+    """`POST /pipelines:validate`: a pipeline (and options) checked as `create` checks them."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"pipeline": [{"$source": {"connectionName": "sample_stream_solar"}}]}]
+        }
+    )
+
+    # Not `Pipeline`: an empty pipeline is a pipeline problem (`too_short`), not a bad body.
+    pipeline: Annotated[
+        list[StageJson],
+        Field(description="Atlas pipeline stages."),
+        AfterValidator(_shallow_enough),
+    ]
+    options: ProcessorOptions = Field(default_factory=ProcessorOptions)
+
+
+class PipelineValidation(BaseModel):
+    """The answer of `POST /pipelines:validate`: the problems `create` would report."""
+
+    valid: bool
+    problems: list[ProblemOut]
+    warnings: list[ProblemOut] = Field(default_factory=list)
+    compiled: bool = Field(
+        description="Whether Spark's compiler checked it too (only when Spark is ready; the "
+        "problems found without Spark are always complete: shapes, stages, operators)."
+    )
+
+
 class ProcessorModify(_Body):
     """`PATCH /processors/{name}`: only while the processor is not started (§7.4)."""
 

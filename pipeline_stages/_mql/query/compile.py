@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
 from pipeline_stages._mql import order as O
 from pipeline_stages._mql import values as V
+from pipeline_stages._mql.names import LOGICAL, TOP_LEVEL
 from pipeline_stages._mql.query.json_schema import compile_json_schema
 from pipeline_stages._mql.query.ops import UNSUPPORTED, OpContext, compile_field
 from pipeline_stages._mql.query.paths import Paths
@@ -35,8 +36,6 @@ from pipeline_stages._mql.scope import Predicate, Scope
 
 __all__ = ["compile_filter"]
 
-LOGICAL = ("$and", "$or", "$nor")
-TOP_LEVEL = (*LOGICAL, "$expr", "$jsonSchema", "$comment")
 _EXPRESSIONS_MODULE = "pipeline_stages._mql.expressions"
 
 

@@ -25,21 +25,12 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from pipeline_stages._mql import values as V
+from pipeline_stages._mql.names import QUERY_EJSON_KEYS
 
 Kind = Literal["null", "number", "string", "bool", "date", "objectId", "object", "array", "regex"]
 
 #: Single-key objects that spell a BSON scalar in Extended JSON.
-EJSON_KEYS = frozenset(
-    {
-        "$date",
-        "$oid",
-        "$numberLong",
-        "$numberInt",
-        "$numberDouble",
-        "$numberDecimal",
-        "$regularExpression",
-    }
-)
+EJSON_KEYS = QUERY_EJSON_KEYS
 
 REGEX_OPTIONS = "imsxu"
 _JAVA_FLAGS = {"i": "iu", "m": "m", "s": "s", "x": "x", "u": ""}

@@ -18,6 +18,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCode, ProblemCollector, join_path
+from pipeline_stages._mql.names import DOCUMENT_LEVEL, UNSUPPORTED_QUERY_OPERATORS
 from pipeline_stages._mql.query import compare as C
 from pipeline_stages._mql.query.literals import (
     BadLiteral,
@@ -33,26 +34,7 @@ from pipeline_stages._mql.query.values import Typed, is_any_object, typed_array
 SubFilter = Callable[[Mapping[str, Any], Column, str], Column]
 
 #: Operators Atlas or MongoDB knows that Sluice does not evaluate.
-UNSUPPORTED = frozenset(
-    {
-        "$near",
-        "$nearSphere",
-        "$geoWithin",
-        "$geoIntersects",
-        "$within",
-        "$maxDistance",
-        "$minDistance",
-        "$bitsAllSet",
-        "$bitsAllClear",
-        "$bitsAnySet",
-        "$bitsAnyClear",
-        "$text",
-        "$where",
-    }
-)
-
-#: Keys that make an `$elemMatch` argument a sub-document query rather than operators.
-DOCUMENT_LEVEL = frozenset({"$and", "$or", "$nor", "$expr", "$jsonSchema", "$where", "$text"})
+UNSUPPORTED = UNSUPPORTED_QUERY_OPERATORS
 
 TYPE_CODES: dict[int, str] = {
     1: "double",
