@@ -32,6 +32,7 @@ export function Create() {
   const [text, setText] = useState(EXAMPLE);
   const [optionsText, setOptionsText] = useState("{}");
   const [problems, setProblems] = useState([]);
+  const [warnings, setWarnings] = useState([]);
   const [status, setStatus] = useState(null);
   // A service without the validation route: problems come from create's 422 only, and must
   // not be wiped by a late answer of the (missing) route.
@@ -49,6 +50,7 @@ export function Create() {
           body: { pipeline: pipeline.value, options: options.value },
         });
         setProblems(r.problems || []);
+        setWarnings(r.warnings || []);
         setStatus(r.valid ? { ok: true, text: "valid" } : null);
       } catch (e) {
         if (e.status === 404 && e.body.errorCode === "NOT_FOUND") {
@@ -97,6 +99,9 @@ export function Create() {
           {pipeline.error && <p class="error">{pipeline.error}</p>}
           {options.error && <p class="error">{options.error}</p>}
           {!pipeline.error && <JsonView value={pipeline.value} base="/pipeline" problems={problems.filter((p) => !p.path.startsWith("/options"))} testid="create-preview" />}
+          {warnings.map((w) => (
+            <p class="warning" data-path={w.path}>note {w.path}: {w.message} ({w.code})</p>
+          ))}
           {problems.filter((p) => p.path.startsWith("/options") || !p.path.startsWith("/pipeline")).map((p) => (
             <p class="problem" data-path={p.path}>⚠ {p.path}: {p.message} ({p.code})</p>
           ))}
