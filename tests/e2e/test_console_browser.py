@@ -220,6 +220,8 @@ def test_a_dlq_record_opens_and_replays_into_another_processor(
         assert "no replay route" in result.text
         pytest.fail("the replay route is not on this branch: the replay part did not run")
     assert page.until(lambda: "replayed 1" in result.text, timeout=30, what="replayed 1")
+    page.testid("replay-submit", within=one).click()  # at most once per target
+    page.until(lambda: "replayed 0, skipped 1" in result.text, timeout=30, what="skipped 1")
     page.open("#/processors/corrections_p")
     page.until(
         lambda: '"late-1"' in page.text_of("output-sample"),
