@@ -222,6 +222,11 @@ def test_a_dlq_record_opens_and_replays_into_another_processor(
     assert page.until(lambda: "replayed 1" in result.text, timeout=30, what="replayed 1")
     page.testid("replay-submit", within=one).click()  # at most once per target
     page.until(lambda: "replayed 0, skipped 1" in result.text, timeout=30, what="skipped 1")
+    page.until(
+        lambda: "processor:corrections_p" in page.text_of("replayed-to"),
+        timeout=30,
+        what="the record marked replayed to corrections_p",
+    )
     page.open("#/processors/corrections_p")
     page.until(
         lambda: '"late-1"' in page.text_of("output-sample"),

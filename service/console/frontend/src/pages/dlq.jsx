@@ -5,7 +5,7 @@ import { JsonView } from "../json.jsx";
 import { Chart } from "../charts.jsx";
 import { explain } from "../lifecycle.js";
 
-const EMPTY = { reason: "", operatorName: "", from: "", to: "", filter: "" };
+const EMPTY = { reason: "", operatorName: "", from: "", to: "", filter: "", replayed: "" };
 const idOf = (record) => JSON.stringify(record._id);
 const iso = (local) => (local ? new Date(local).toISOString() : "");
 
@@ -65,7 +65,8 @@ function Replay({ name, filters, processors, single, onDone }) {
         dryRun,
       };
       const r = await api(`/processors/${enc(name)}/dlq:replay`, { method: "POST", body });
-      setResult({ ok: true, text: `${dryRun ? "would replay" : "replayed"} ${r.replayed}, skipped ${r.skipped} (already replayed to that target)` });
+      const odd = r.notReplayable ? `, ${r.notReplayable} not replayable (not a JSON object)` : "";
+      setResult({ ok: true, text: `${dryRun ? "would replay" : "replayed"} ${r.replayed}, skipped ${r.skipped} (already replayed to that target)${odd}` });
       onDone();
     } catch (e) {
       // A 404 of the route itself (not of a processor): a service from before DLQ replay.
@@ -103,7 +104,7 @@ function Record({ record, index, selected, onSelect }) {
         <td>{record.dlqTime && (record.dlqTime.$date || record.dlqTime)}</td>
         <td>{record.operatorName}</td>
         <td>{info.reason}</td>
-        <td>{record.replayedTo ? `replayed to ${JSON.stringify(record.replayedTo)}` : ""}</td>
+        <td data-testid="replayed-to">{record.replayedTo ? `replayed to ${[].concat(record.replayedTo).join(", ")}` : ""}</td>
       </tr>
       {selected && (
         <tr>
@@ -161,6 +162,14 @@ export function Dlq({ name }) {
             {field("from", "From", "datetime-local")}
             {field("to", "To", "datetime-local")}
             {field("filter", "MQL filter")}
+            <label>
+              Replayed{" "}
+              <select value={draft.replayed} data-testid="filter-replayed" onChange={(e) => setDraft({ ...draft, replayed: e.target.value })}>
+                <option value="">any</option>
+                <option value="true">yes</option>
+                <option value="false">no</option>
+              </select>
+            </label>
             <button type="submit" data-testid="filter-apply">Filter</button>
           </form>
           {error && <p class="error">{error.status ? explain(error) : error.message}</p>}
