@@ -32,6 +32,7 @@ from service.errors import error_body, install_handlers
 from service.manager.connections import ConnectionRegistry
 from service.manager.ingest import IngestService
 from service.manager.processors import ProcessorManager
+from service.manager.replay import DlqReplayer
 from service.runtime.engine import Engine
 from service.runtime.spark_engine import SparkEngine
 from service.stores import SecretBox, Spool, Stores, open_stores
@@ -135,13 +136,18 @@ def build_services(settings: Settings, *, engine: Engine | None, stores: Stores 
     manager = ProcessorManager(
         settings=settings, stores=stores, engine=engine, connections=registry
     )
+    ingest = IngestService(Spool(settings.data_dir), registry)
+    replayer = DlqReplayer(
+        stores=stores, dlq_targets=manager.dlq_targets, connections=registry, ingest=ingest
+    )
     return Services(
         settings=settings,
         stores=stores,
         manager=manager,
         connections=registry,
-        ingest=IngestService(Spool(settings.data_dir), registry),
+        ingest=ingest,
         auth=ApiKeyChecker(accepted_keys(settings.api_keys, settings.data_dir)),
+        replayer=replayer,
     )
 
 

@@ -18,6 +18,7 @@ from service.config.settings import Settings
 from service.manager.connections import ConnectionRegistry
 from service.manager.ingest import IngestService
 from service.manager.processors import ProcessorManager
+from service.manager.replay import DlqReplayer
 from service.schemas.processors import NAME_PATTERN
 from service.stores import Stores
 
@@ -32,6 +33,7 @@ class Services:
     connections: ConnectionRegistry
     ingest: IngestService
     auth: ApiKeyChecker
+    replayer: DlqReplayer
 
 
 async def get_services(request: Request) -> Services:
@@ -55,6 +57,11 @@ async def get_ingest(request: Request) -> IngestService:
     return (await get_services(request)).ingest
 
 
+async def get_replayer(request: Request) -> DlqReplayer:
+    """The DLQ replayer."""
+    return (await get_services(request)).replayer
+
+
 async def get_settings(request: Request) -> Settings:
     """The settings."""
     return (await get_services(request)).settings
@@ -63,6 +70,7 @@ async def get_settings(request: Request) -> Settings:
 ManagerDep = Annotated[ProcessorManager, Depends(get_manager)]
 ConnectionsDep = Annotated[ConnectionRegistry, Depends(get_connections)]
 IngestDep = Annotated[IngestService, Depends(get_ingest)]
+ReplayerDep = Annotated[DlqReplayer, Depends(get_replayer)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 

@@ -24,10 +24,11 @@ import typer
 from pydantic import ValidationError
 
 from service.cli.cluster import cluster_app
+from service.cli.dlq import dlq_app
 from service.cli.ingest import send_file
 from service.cli.output import CliState, JsonOption, api_call, print_json, state_of, wants_json
 from service.cli.processors import processors_app
-from service.cli.resources import connections_app, dlq_app
+from service.cli.resources import connections_app
 from service.config.private_files import UnsafeDirectory
 from service.config.settings import Settings
 

@@ -188,6 +188,10 @@ class SluiceClient:
         """`DELETE /processors/{name}/dlq`."""
         return self.request("DELETE", f"{API}/processors/{name}/dlq", params=_query(filters))
 
+    def replay_dlq(self, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`POST /processors/{name}/dlq:replay`."""
+        return self.request("POST", f"{API}/processors/{name}/dlq:replay", json=dict(body))
+
     # ------------------------------------------------------------------ connections, ingest
 
     def create_connection(self, body: Mapping[str, Any]) -> dict[str, Any]:

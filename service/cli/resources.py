@@ -1,4 +1,4 @@
-"""`sluice dlq ...` and `sluice connections ...`."""
+"""`sluice connections ...` (`sluice dlq ...` is in `service.cli.dlq`)."""
 
 from __future__ import annotations
 
@@ -17,106 +17,7 @@ from service.cli.output import (
     wants_json,
 )
 
-dlq_app = typer.Typer(
-    help="Inspect and purge a processor's dead-letter queue.", no_args_is_help=True
-)
 connections_app = typer.Typer(help="Manage the connection registry.", no_args_is_help=True)
-
-Name = Annotated[str, typer.Argument(help="Processor name.")]
-
-
-# --------------------------------------------------------------------------- dlq
-
-Reason = Annotated[str | None, typer.Option(help="errInfo.reason (exact).")]
-Operator = Annotated[str | None, typer.Option("--operator", help="operatorName (exact).")]
-Since = Annotated[str | None, typer.Option("--from", help="dlqTime >= this ISO date.")]
-Until = Annotated[str | None, typer.Option("--to", help="dlqTime < this ISO date.")]
-Mql = Annotated[str | None, typer.Option("--filter", help="MQL filter (JSON).")]
-
-
-def _filters(
-    reason: str | None, operator: str | None, since: str | None, until: str | None, mql: str | None
-) -> dict[str, Any]:
-    return {"reason": reason, "operatorName": operator, "from": since, "to": until, "filter": mql}
-
-
-@dlq_app.command("list")
-def dlq_list(
-    ctx: typer.Context,
-    name: Name,
-    reason: Reason = None,
-    operator: Operator = None,
-    since: Since = None,
-    until: Until = None,
-    mql: Mql = None,
-    limit: Annotated[int, typer.Option(min=0, max=1000)] = 20,
-    skip: Annotated[int, typer.Option(min=0)] = 0,
-    newest_first: Annotated[bool, typer.Option("--newest-first")] = False,
-    as_json: JsonOption = False,
-) -> None:
-    """List a processor's DLQ documents by dlqTime."""
-    filters = _filters(reason, operator, since, until, mql)
-    sort = "desc" if newest_first else "asc"
-    with api_call(state_of(ctx)) as client:
-        body = client.dlq(name, **filters, limit=limit, skip=skip, sort=sort)
-    if wants_json(ctx, as_json):
-        print_json(state_of(ctx), body)
-        return
-    rows = [
-        [
-            (doc.get("dlqTime") or {}).get("$date", ""),
-            doc.get("operatorName", ""),
-            (doc.get("errInfo") or {}).get("reason", ""),
-            json.dumps(doc.get("doc"))[:60],
-        ]
-        for doc in body["results"]
-    ]
-    table(state_of(ctx), ("DLQ TIME", "OPERATOR", "REASON", "DOC"), rows)
-    state_of(ctx).stdout.print(f"{len(rows)} of {body['totalCount']}", markup=False)
-
-
-@dlq_app.command("count")
-def dlq_count(
-    ctx: typer.Context,
-    name: Name,
-    reason: Reason = None,
-    operator: Operator = None,
-    since: Since = None,
-    until: Until = None,
-    mql: Mql = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Count a processor's DLQ documents."""
-    with api_call(state_of(ctx)) as client:
-        body = client.dlq(name, **_filters(reason, operator, since, until, mql), limit=0)
-    if wants_json(ctx, as_json):
-        print_json(state_of(ctx), {"count": body["totalCount"]})
-    else:
-        state_of(ctx).stdout.print(str(body["totalCount"]), markup=False)
-
-
-@dlq_app.command("purge")
-def dlq_purge(
-    ctx: typer.Context,
-    name: Name,
-    reason: Reason = None,
-    operator: Operator = None,
-    since: Since = None,
-    until: Until = None,
-    mql: Mql = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    as_json: JsonOption = False,
-) -> None:
-    """Delete a processor's DLQ documents (those matching the filters, or all)."""
-    if not yes and not typer.confirm(f"Delete DLQ documents of {name}?"):
-        raise typer.Exit(1)
-    with api_call(state_of(ctx)) as client:
-        body = client.purge_dlq(name, **_filters(reason, operator, since, until, mql))
-    if wants_json(ctx, as_json):
-        print_json(state_of(ctx), body)
-    else:
-        state_of(ctx).stdout.print(f"deleted {body['deletedCount']}", markup=False)
-
 
 # --------------------------------------------------------------------------- connections
 

@@ -42,6 +42,8 @@ class DlqFilters:
     dlq_from: datetime | None = None
     dlq_to: datetime | None = None
     filter_json: str | None = None
+    replayed: bool | None = None
+    replayed_to: str | None = None
     limit: int | None = None
     skip: int = 0
     newest_first: bool = False
@@ -120,11 +122,14 @@ class DlqTargets:
                 cluster = self._clusters[connection] = ClusterTarget(str(record.config["uri"]))
         return cluster.dlq(db, coll)
 
-    def _query(self, record: ProcessorRecord, filters: DlqFilters) -> DlqQuery:
+    def query(self, record: ProcessorRecord, filters: DlqFilters) -> DlqQuery:
+        """The store query of a request's filters (422 with paths for a bad filter)."""
         try:
             return DlqQuery(
                 processor=record.name,
-                reason=filters.reason,
+                reason_contains=filters.reason or None,
+                replayed=filters.replayed,
+                replayed_to=filters.replayed_to,
                 operator_name=filters.operator_name,
                 dlq_time_from=_aware(filters.dlq_from),
                 dlq_time_to=_aware(filters.dlq_to),
@@ -140,7 +145,8 @@ class DlqTargets:
             ]
             raise RequestInvalid("invalid DLQ query", problems=problems) from None
 
-    def _require_store(self, record: ProcessorRecord) -> DlqStore:
+    def store_of(self, record: ProcessorRecord) -> DlqStore:
+        """The processor's DLQ store; `DlqNotConfigured` (404) without one."""
         dlq = record.options.get("dlq") or None
         if self.target_of(dlq) is None:
             raise DlqNotConfigured(
@@ -152,8 +158,8 @@ class DlqTargets:
         self, record: ProcessorRecord, filters: DlqFilters
     ) -> tuple[list[dict[str, Any]], int]:
         """A page of the processor's DLQ documents (relaxed Extended JSON) and the total."""
-        store = self._require_store(record)
-        query = self._query(record, filters)
+        store = self.store_of(record)
+        query = self.query(record, filters)
         try:
             docs, total = store.find(query)
         except InvalidQuery as error:
@@ -162,8 +168,8 @@ class DlqTargets:
 
     def purge(self, record: ProcessorRecord, filters: DlqFilters) -> int:
         """Delete the processor's DLQ documents matching the filters; returns how many."""
-        store = self._require_store(record)
-        query = self._query(record, filters)
+        store = self.store_of(record)
+        query = self.query(record, filters)
         try:
             return store.purge(query)
         except InvalidQuery as error:

@@ -101,6 +101,19 @@ class IngestService:
             self.invalid[connection] += invalid
         return {"accepted": len(records), "invalid": invalid, "firstSeq": first, "lastSeq": last}
 
+    def append_documents(self, connection: str, records: list[bytes]) -> None:
+        """Append records to the spool as if they were posted now (DLQ replay); counted as
+        accepted. The caller has checked the connection's type and each record."""
+        arrival_ms = int(time.time() * 1000)
+        try:
+            self._spool.append(
+                connection, [encode_record(record, arrival_ms) for record in records]
+            )
+        except SpoolError as error:
+            raise RequestInvalid(str(error)) from None
+        with self._lock:
+            self.accepted[connection] += len(records)
+
     def counters(self) -> tuple[dict[str, int], dict[str, int]]:
         """`(accepted, invalid)` record counts per connection since the service started."""
         with self._lock:

@@ -176,10 +176,18 @@ class DlqQuery(_Record):
         skip: Documents to skip (find only).
         limit: Maximum documents to return (find only); None means no limit.
         newest_first: Sort descending instead of ascending.
+        reason_contains: ``errInfo.reason`` contains this text, ignoring case.
+        replayed: True: replayed to some target (``replayedTo`` is not empty); False: never.
+        replayed_to: ``replayedTo`` holds this target (e.g. ``processor:p2``).
+        not_replayed_to: ``replayedTo`` does not hold this target (what a replay selects).
     """
 
     processor: Annotated[str, Field(min_length=1)]
     reason: str | None = None
+    reason_contains: Annotated[str | None, Field(min_length=1)] = None
+    replayed: bool | None = None
+    replayed_to: str | None = None
+    not_replayed_to: str | None = None
     operator_name: str | None = None
     dlq_time_from: UtcMs | None = None
     dlq_time_to: UtcMs | None = None
@@ -297,6 +305,13 @@ class DlqStore(Protocol):
 
     def purge(self, query: DlqQuery) -> int:
         """Deletes every match and returns the number deleted. Skip/limit must be unset."""
+        ...
+
+    def mark_replayed(
+        self, processor: str, ids: Sequence[str], *, target: str, at: datetime
+    ) -> int:
+        """Adds ``target`` to ``replayedTo`` and sets ``replayedAt`` on the records among
+        ``ids`` not yet replayed to it; returns how many were marked."""
         ...
 
 

@@ -18,7 +18,9 @@ the writer's deterministic string id. The client must decode dates as aware date
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, MongoClient
@@ -29,7 +31,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from service.config.settings import default_data_dir
 
 from .base import ConnectionRecord, DlqQuery, ProcessorRecord
-from .codec import from_storage_json, to_storage_json
+from .codec import from_storage_json, to_storage_json, utc_ms
 from .errors import AlreadyExists, Conflict, InvalidQuery, NotFound, StoreError
 from .mongo_bulk import BulkWriter, bulk_write_unordered
 from .mongo_documents import MongoDocumentStore, run_query
@@ -280,6 +282,20 @@ class MongoDlqStore:
         where = _dlq_filter(query)
         return int(run_query(lambda: self._coll.delete_many(where).deleted_count))
 
+    def mark_replayed(
+        self, processor: str, ids: Sequence[str], *, target: str, at: datetime
+    ) -> int:
+        """Adds ``target`` to ``replayedTo`` and sets ``replayedAt`` (see the protocol)."""
+        if not ids:
+            return 0
+        where = {
+            "_id": {"$in": list(ids)},
+            "processorName": processor,
+            "replayedTo": {"$ne": target},
+        }
+        change = {"$set": {"replayedAt": utc_ms(at)}, "$push": {"replayedTo": target}}
+        return int(run_query(lambda: self._coll.update_many(where, change).modified_count))
+
 
 class MongoStores:
     """Every store on one MongoDB database (plus DLQ/documents anywhere on its server).
@@ -344,8 +360,18 @@ class MongoStores:
 
 def _dlq_filter(query: DlqQuery) -> dict[str, Any]:
     where: dict[str, Any] = {"processorName": query.processor}
+    clauses: list[dict[str, Any]] = []
     if query.reason is not None:
         where["errInfo.reason"] = query.reason
+    if query.reason_contains is not None:
+        pattern = {"$regex": re.escape(query.reason_contains), "$options": "i"}
+        clauses.append({"errInfo.reason": pattern})
+    if query.replayed is not None:
+        clauses.append({"replayedTo.0": {"$exists": query.replayed}})
+    if query.replayed_to is not None:
+        clauses.append({"replayedTo": query.replayed_to})
+    if query.not_replayed_to is not None:
+        clauses.append({"replayedTo": {"$ne": query.not_replayed_to}})
     if query.operator_name is not None:
         where["operatorName"] = query.operator_name
     bounds = {}
@@ -355,7 +381,8 @@ def _dlq_filter(query: DlqQuery) -> dict[str, Any]:
         bounds["$lt"] = query.dlq_time_to
     if bounds:
         where["dlqTime"] = bounds
-    return {"$and": [where, query.filter]} if query.filter else where
+    clauses.extend([query.filter] if query.filter else [])
+    return {"$and": [where, *clauses]} if clauses else where
 
 
 def _processor_doc(record: ProcessorRecord) -> dict[str, Any]:

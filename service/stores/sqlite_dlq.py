@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from .base import DlqQuery
-from .codec import encode_normalized, from_storage_json, to_epoch_ms
+from .codec import encode_normalized, from_storage_json, to_epoch_ms, utc_ms
 from .mql_python import matcher
 from .rules import check_purge_query, prepare_dlq_document
 from .sqlite_db import SqliteDatabase
 
 _DELETE_CHUNK = 500
+
+#: ``replayedTo`` holds the target (a correlated table-valued function on the row's JSON).
+_REPLAYED_TO = "EXISTS (SELECT 1 FROM json_each(doc, '$.replayedTo') AS r WHERE r.value = ?)"
+
+
+def _contains_ignoring_case(text: str | None, part: str | None) -> int:
+    """SQLite's `lower` folds ASCII only; `casefold` folds every script."""
+    return int(text is not None and part is not None and part.casefold() in text.casefold())
+
+
+def _connection(conn: sqlite3.Connection) -> sqlite3.Connection:
+    conn.create_function("sluice_icontains", 2, _contains_ignoring_case, deterministic=True)
+    return conn
 
 
 class SqliteDlqStore:
@@ -54,6 +68,7 @@ class SqliteDlqStore:
         """A page of matching documents (by ``dlqTime`` then ``_id``) and the total count."""
         end = None if query.limit is None else query.skip + query.limit
         with self._db.read() as conn:
+            _connection(conn)
             if not query.filter:
                 return self._find_indexed(conn, query), self._count_indexed(conn, query)
             page: list[dict[str, Any]] = []
@@ -67,6 +82,7 @@ class SqliteDlqStore:
     def count(self, query: DlqQuery) -> int:
         """How many documents match (skip and limit are ignored)."""
         with self._db.read() as conn:
+            _connection(conn)
             if not query.filter:
                 return self._count_indexed(conn, query)
             return sum(1 for _ in self._matching(conn, query, ordered=False))
@@ -76,6 +92,7 @@ class SqliteDlqStore:
         check_purge_query(query)
         where, params = self._where(query)
         with self._db.write() as conn:
+            _connection(conn)
             if not query.filter:
                 return conn.execute(f"DELETE FROM dlq WHERE {where}", params).rowcount
             ids = [d["_id"] for d in self._matching(conn, query, ordered=False)]
@@ -98,7 +115,45 @@ class SqliteDlqStore:
             if value is not None:
                 clauses.append(clause)
                 params.append(value if isinstance(value, str) else to_epoch_ms(value))
+        for clause, text in (
+            ("sluice_icontains(reason, ?)", query.reason_contains),
+            (_REPLAYED_TO, query.replayed_to),
+            ("NOT " + _REPLAYED_TO, query.not_replayed_to),
+        ):
+            if text is not None:
+                clauses.append(clause)
+                params.append(text)
+        if query.replayed is not None:
+            count = "COALESCE(json_array_length(doc, '$.replayedTo'), 0)"
+            clauses.append(f"{count} > 0" if query.replayed else f"{count} = 0")
         return " AND ".join(clauses), params
+
+    def mark_replayed(
+        self, processor: str, ids: Sequence[str], *, target: str, at: datetime
+    ) -> int:
+        """Adds ``target`` to ``replayedTo`` and sets ``replayedAt`` (see the protocol)."""
+        moment = utc_ms(at)
+        marked = 0
+        with self._db.write() as conn:
+            for start in range(0, len(ids), _DELETE_CHUNK):
+                chunk = list(ids[start : start + _DELETE_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT id, doc FROM dlq WHERE ns_db = ? AND ns_coll = ? AND processor = ? "
+                    f"AND id IN ({marks}) AND NOT {_REPLAYED_TO}",
+                    [*self._ns, processor, *chunk, target],
+                ).fetchall()
+                updates = []
+                for record_id, text in rows:
+                    doc = from_storage_json(text)
+                    doc["replayedAt"] = moment
+                    doc["replayedTo"] = [*(doc.get("replayedTo") or []), target]
+                    updates.append((encode_normalized(doc), *self._ns, record_id))
+                conn.executemany(
+                    "UPDATE dlq SET doc = ? WHERE ns_db = ? AND ns_coll = ? AND id = ?", updates
+                )
+                marked += len(updates)
+        return marked
 
     @staticmethod
     def _order(query: DlqQuery) -> str:

@@ -254,3 +254,68 @@ def test_queries_reject_javascript_and_naive_dates(bad):
 def test_query_time_bounds_must_be_aware():
     with pytest.raises(ValidationError):
         DlqQuery(processor="p1", dlq_time_from=datetime(2024, 1, 1))  # noqa: DTZ001
+
+
+# --------------------------------------------------------------------------- reason substring
+
+
+@pytest.mark.parametrize(
+    ("part", "expected"),
+    [("ARRIVED late", [0, 2, 4]), ("divide", [1, 3]), ("$divide BY", [1, 3]), ("nope", [])],
+)
+def test_reason_contains_ignores_case(dlq, part, expected):
+    seed(dlq)
+    docs, total = dlq.find(DlqQuery(processor="p1", reason_contains=part))
+    assert ids(docs) == [f"id-{i:03d}" for i in expected] and total == len(expected)
+
+
+# --------------------------------------------------------------------------- replay marks
+
+P2 = "processor:p2"
+AT = T0 + timedelta(hours=1, microseconds=1500)
+
+
+def marked(dlq, **query):
+    docs, _ = dlq.find(DlqQuery(processor="p1", **query))
+    return [int(d["_id"][3:]) for d in docs]
+
+
+def test_marks_are_set_once_per_target(dlq):
+    seed(dlq)
+    assert dlq.mark_replayed("p1", ["id-000", "id-001"], target=P2, at=AT) == 2
+    assert dlq.mark_replayed("p1", ["id-000", "id-001"], target=P2, at=AT) == 0  # a retry
+    assert dlq.mark_replayed("p1", ["id-001", "id-002"], target=P2, at=AT) == 1
+    assert dlq.mark_replayed("p1", ["id-000"], target="connection:in2", at=AT) == 1
+    [first], _ = dlq.find(DlqQuery(processor="p1", limit=1))
+    assert first["replayedTo"] == [P2, "connection:in2"]
+    assert first["replayedAt"] == T0 + timedelta(hours=1, microseconds=1000)  # BSON precision
+    unmarked = dlq_doc(0, user={"id": 1, "country": "FR"})
+    assert {k: v for k, v in first.items() if not k.startswith("replayed")} == unmarked
+
+
+def test_replay_filters(dlq):
+    seed(dlq)
+    dlq.mark_replayed("p1", ["id-000", "id-002"], target=P2, at=AT)
+    dlq.mark_replayed("p1", ["id-003"], target="connection:in2", at=AT)
+    assert marked(dlq, replayed=True) == [0, 2, 3]
+    assert marked(dlq, replayed=False) == [1, 4]
+    assert marked(dlq, replayed_to=P2) == [0, 2]
+    assert marked(dlq, not_replayed_to=P2) == [1, 3, 4]
+    assert marked(dlq, not_replayed_to=P2, reason=LATE) == [4]
+    assert marked(dlq, replayed_to=P2, filter={"doc.n": {"$gt": 0}}) == [2]
+    assert dlq.count(DlqQuery(processor="p1", replayed_to="connection:in2")) == 1
+
+
+def test_marks_stay_with_their_processor(dlq):
+    seed(dlq)
+    assert dlq.mark_replayed("p1", ["id-009"], target=P2, at=AT) == 0  # p2's record
+    assert dlq.count(DlqQuery(processor="p2", replayed=True)) == 0
+
+
+def test_marks_survive_a_restart(harness):
+    dlq = harness.stores.dlq(harness.db, "dlq")
+    seed(dlq)
+    dlq.mark_replayed("p1", ["id-001"], target=P2, at=AT)
+    reopened = harness.reopen().dlq(harness.db, "dlq")
+    assert marked(reopened, replayed_to=P2) == [1]
+    assert reopened.mark_replayed("p1", ["id-001"], target=P2, at=AT) == 0

@@ -1,18 +1,17 @@
-"""`/api/v1/processors/{name}/dlq`: inspect and purge a processor's DLQ."""
+"""`/api/v1/processors/{name}/dlq`: inspect, purge and replay a processor's DLQ."""
 
 from __future__ import annotations
 
-import re
+import json
 from dataclasses import replace
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BeforeValidator
 
 from service.api import present
-from service.api.deps import ManagerDep, ProcessorName
+from service.api.deps import ManagerDep, ProcessorName, ReplayerDep
 from service.manager.dlq import DlqFilters
+from service.schemas.dlq import DateTimeText, DlqReplay, DlqReplayed
 from service.schemas.processors import DlqPage, DlqPurged
 
 router = APIRouter(prefix="/processors", tags=["dlq"])
@@ -23,24 +22,25 @@ router = APIRouter(prefix="/processors", tags=["dlq"])
 MAX_REASON_CHARS = 4_096
 
 Reason = Annotated[
-    str | None, Query(max_length=MAX_REASON_CHARS, description="errInfo.reason, exactly")
+    str | None,
+    Query(max_length=MAX_REASON_CHARS, description="errInfo.reason contains this (any case)"),
+]
+Replayed = Annotated[
+    bool | None, Query(description="true: replayed to some target; false: never replayed")
+]
+ReplayedTo = Annotated[
+    str | None,
+    Query(
+        alias="replayedTo",
+        max_length=80,
+        description="replayedTo holds this target: processor:<name> or connection:<name>",
+    ),
 ]
 Operator = Annotated[
     str | None, Query(alias="operatorName", max_length=200, description="operatorName, exactly")
 ]
 
 
-def _date_time_text(value: Any) -> Any:
-    """Only ISO-8601 text: pydantic would read `0.5` or `1700000000` as Unix seconds."""
-    if not isinstance(value, str) or _NUMBER.fullmatch(value.strip()):
-        raise ValueError(
-            f"must be an ISO-8601 date-time such as 2024-01-01T00:00:00Z, got {value!r}"
-        )
-    return value
-
-
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
 From = Annotated[DateTimeText | None, Query(alias="from", description="dlqTime >= from (ISO-8601)")]
 To = Annotated[DateTimeText | None, Query(alias="to", description="dlqTime < to (ISO-8601)")]
 #: `filter` as the OpenAPI document describes it: a JSON object in the query string (the
@@ -61,10 +61,14 @@ def _filters(
     operator_name: Operator = None,
     dlq_from: From = None,
     dlq_to: To = None,
+    replayed: Replayed = None,
+    replayed_to: ReplayedTo = None,
 ) -> DlqFilters:
-    """The query parameters both routes filter by."""
+    """The query parameters the list and purge routes filter by."""
     mql = request.query_params.get("filter")
-    return DlqFilters(reason, operator_name, dlq_from, dlq_to, mql)
+    return DlqFilters(
+        reason, operator_name, dlq_from, dlq_to, mql, replayed=replayed, replayed_to=replayed_to
+    )
 
 
 Filters = Annotated[DlqFilters, Depends(_filters)]
@@ -96,3 +100,26 @@ def list_dlq(
 def purge_dlq(name: ProcessorName, manager: ManagerDep, filters: Filters) -> dict[str, Any]:
     """Delete the processor's DLQ documents matching the filters (all without filters)."""
     return {"deletedCount": manager.dlq_targets.purge(manager.get(name), filters)}
+
+
+@router.post("/{name}/dlq:replay", response_model=DlqReplayed, responses=present.errors(404, 409))
+def replay_dlq(
+    name: ProcessorName, body: DlqReplay, manager: ManagerDep, replayer: ReplayerDep
+) -> dict[str, Any]:
+    """Replay the matching DLQ records' documents into an HttpIngest connection (or the one a
+    processor reads), each at most once per target; `dryRun` only counts."""
+    record = manager.get(name)
+    target = body.target
+    connection = replayer.connection_of(
+        processor=target.processor, connection=target.connectionName
+    )
+    mql = json.dumps(body.filter) if body.filter is not None else None
+    filters = DlqFilters(body.reason, body.operatorName, body.from_, body.to, mql)
+    result = replayer.replay(
+        record, filters, target=target.key, connection=connection, dry_run=body.dryRun
+    )
+    return {
+        "replayed": result.replayed,
+        "skipped": result.skipped,
+        "notReplayable": result.not_replayable,
+    }
