@@ -112,13 +112,29 @@ def dlq_document(doc_json: str) -> dict[str, Any]:
         return {DOC_TEXT: doc_json}
 
 
+#: Between a DLQ reason and the JSON of its `errInfo.details` in the envelope's reason column
+#: (`$validate` says which rule failed, as MongoDB's validation errors do).
+DETAILS_MARK: Final = "\u001f"
+
+
+def err_info(reason: str) -> dict[str, Any]:
+    """`errInfo` of a DLQ reason: `{reason}`, plus `details` when the reason carries them."""
+    text, mark, details = reason.partition(DETAILS_MARK)
+    if not mark:
+        return {"reason": reason}
+    try:
+        return {"reason": text, "details": json.loads(details)}
+    except ValueError:
+        return {"reason": reason}
+
+
 def dlq_record(row: Any, *, processor: str, now: datetime) -> dict[str, Any]:
     """Atlas's DLQ document (§6.2) for one DLQ envelope row."""
     meta = json.loads(row["meta"]) if row["meta"] else {}
     record: dict[str, Any] = {
         "_id": {"$oid": object_id(processor, row["part"], row["seq"], row["sub"], row["operator"])},
         "_stream_meta": meta,
-        "errInfo": {"reason": row["reason"]},
+        "errInfo": err_info(row["reason"]),
         "operatorName": row["operator"],
     }
     if row["doc"] is not None:

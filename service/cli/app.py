@@ -26,7 +26,16 @@ from pydantic import ValidationError
 from service.cli.cluster import cluster_app
 from service.cli.dlq import dlq_app
 from service.cli.ingest import send_file
-from service.cli.output import CliState, JsonOption, api_call, print_json, state_of, wants_json
+from service.cli.output import (
+    CliState,
+    JsonOption,
+    api_call,
+    print_json,
+    read_text,
+    state_of,
+    usage_error,
+    wants_json,
+)
 from service.cli.processors import processors_app
 from service.cli.resources import connections_app
 from service.config.private_files import UnsafeDirectory
@@ -113,7 +122,6 @@ def validate(
 
     The file holds a pipeline array or {"pipeline": [...], "options": {...}}. Connection
     names are checked by the service (POST /api/v1/pipelines:validate) and at create."""
-    from service.cli.output import read_text, usage_error
     from service.cli.validate import run_validate
 
     state = state_of(ctx)

@@ -198,6 +198,11 @@ class SluiceClient:
         """`POST /connections`."""
         return self.request("POST", f"{API}/connections", json=dict(body))
 
+    def test_connection(self, name: str, *, timeout: float) -> dict[str, Any]:
+        """`POST /connections/{name}:test`."""
+        params = {"timeout": timeout}
+        return self.request("POST", f"{API}/connections/{name}:test", params=params)
+
     def list_connections(self, *, page: int = 1, per_page: int = 100) -> dict[str, Any]:
         """`GET /connections`."""
         params = {"pageNum": page, "itemsPerPage": per_page}

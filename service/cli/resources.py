@@ -114,3 +114,31 @@ def connection_drop(
         print_json(state_of(ctx), {"dropped": name})
     else:
         state_of(ctx).stdout.print(f"dropped {name}", markup=False)
+
+
+@connections_app.command("test")
+def connection_test(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="A Kafka connection.")],
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, max=60, help="Seconds to wait for the brokers.")
+    ] = 10.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a Kafka connection: the brokers answer and list their topics (exit 1 if not)."""
+    state = state_of(ctx)
+    with api_call(state, status=f"asking the brokers of {name}…") as client:
+        body = client.test_connection(name, timeout=timeout)
+    if wants_json(ctx, as_json):
+        print_json(state, body)
+    elif body["ok"]:
+        topics = ", ".join(body["topics"]) or "(none)"
+        state.stdout.print(
+            f"{name}: reachable in {body['elapsedMs']} ms; brokers {', '.join(body['brokers'])}; "
+            f"{len(body['topics'])} topic(s): {topics}",
+            markup=False,
+        )
+    else:
+        state.stderr.print(f"{name}: {body['error']['message']}", markup=False, highlight=False)
+    if not body["ok"]:
+        raise typer.Exit(1)

@@ -134,3 +134,20 @@ class ConnectionsPublic(BaseModel):
 
     results: list[ConnectionPublic]
     totalCount: int
+
+
+class ConnectionProbeError(BaseModel):
+    """Why a connection test failed, and what to check."""
+
+    code: str
+    message: str
+
+
+class ConnectionProbe(BaseModel):
+    """`POST /connections/{name}:test`: whether the cluster answered, and what is on it."""
+
+    ok: bool
+    brokers: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list, description="Topics (internal ones left out).")
+    error: ConnectionProbeError | None = None
+    elapsedMs: int

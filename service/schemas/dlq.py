@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Self
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    WithJsonSchema,
+    model_validator,
+)
 
-from service.schemas.processors import Name
+from service.schemas.processors import NAME_PATTERN, Name
 
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -25,21 +33,35 @@ def date_time_text(value: Any) -> Any:
 DateTimeText = Annotated[datetime, BeforeValidator(date_time_text)]
 
 
+#: A name as the document describes it (never null: a key is given with a name, or left out).
+_NAME_SCHEMA = {"type": "string", "pattern": NAME_PATTERN}
+
+
 class ReplayTarget(BaseModel):
     """Where replayed records go: exactly one of `processor` and `connectionName`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [{"required": ["processor"]}, {"required": ["connectionName"]}]
+        },
+    )
 
-    processor: Name | None = Field(
+    processor: Annotated[Name | None, WithJsonSchema(_NAME_SCHEMA)] = Field(
         default=None, description="A processor whose $source is an HttpIngest connection."
     )
-    connectionName: Name | None = Field(default=None, description="An HttpIngest connection.")
+    connectionName: Annotated[Name | None, WithJsonSchema(_NAME_SCHEMA)] = Field(
+        default=None, description="An HttpIngest connection."
+    )
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Self:
-        if (self.processor is None) == (self.connectionName is None):
-            raise ValueError("target takes exactly one of processor and connectionName")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            given = [key for key in ("processor", "connectionName") if key in value]
+            if len(given) != 1 or value[given[0]] is None:
+                raise ValueError("target takes exactly one of processor and connectionName")
+        return value
 
     @property
     def key(self) -> str:

@@ -160,10 +160,11 @@ class PipelineValidate(_Body):
         }
     )
 
-    # Not `Pipeline`: an empty pipeline is a pipeline problem (`too_short`), not a bad body.
+    # Not `Pipeline`: any array is a body this route answers; what is wrong with its items
+    # (an empty array, a stage of the wrong shape) is a pipeline problem, reported with 200.
     pipeline: Annotated[
-        list[StageJson],
-        Field(description="Atlas pipeline stages."),
+        list[Any],
+        Field(description="Atlas pipeline stages (any JSON: stage problems are reported)."),
         AfterValidator(_shallow_enough),
     ]
     options: ProcessorOptions = Field(default_factory=ProcessorOptions)

@@ -15,6 +15,9 @@
   connection, the service must refuse. Any other rejection of a schema-valid body (its
   name, the DLQ's db or coll, a 400, a 422 `INVALID_REQUEST`, a problem elsewhere) still
   fails the check.
+* The same exception, for the same reason, on `POST /processors/{name}/dlq:replay`: whether
+  its `target` names a processor reading an `HttpIngest` connection, or such a connection, is
+  state; a 422 `INVALID_REQUEST` whose problems are all `invalid_target` at `/target` passes.
 * `after_call`: one line per request (`METHOD operation status`) appended to the file named
   by `SLUICE_FUZZ_CALLS`, so the test can show what the run did to the service (how many
   requests, how many processors it started on the engine).
@@ -32,6 +35,8 @@ from schemathesis.specs.openapi.checks import RejectedPositiveData
 
 #: The operations whose bodies carry a pipeline.
 PIPELINE_OPERATIONS = frozenset({"POST /api/v1/processors", "PATCH /api/v1/processors/{name}"})
+#: The operations whose bodies name a target that must be of the right kind (state).
+TARGET_OPERATIONS = frozenset({"POST /api/v1/processors/{name}/dlq:replay"})
 
 
 @schemathesis.serializer("application/x-ndjson")
@@ -69,12 +74,27 @@ def positive_data_acceptance_beyond_the_pipeline(ctx: Any, response: Any, case: 
     try:
         return positive_data_acceptance(ctx, response, case)
     except RejectedPositiveData:
-        if f"{case.method.upper()} {case.path}" not in PIPELINE_OPERATIONS:
+        operation = f"{case.method.upper()} {case.path}"
+        if operation not in PIPELINE_OPERATIONS | TARGET_OPERATIONS:
             raise
         try:
             body = response.json()
         except ValueError:
             body = None
-        if not is_pipeline_program_error(response.status_code, body):
+        if operation in TARGET_OPERATIONS:
+            if not is_target_state_error(response.status_code, body):
+                raise
+        elif not is_pipeline_program_error(response.status_code, body):
             raise
     return None
+
+
+def is_target_state_error(status: int, body: Any) -> bool:
+    """A 422 refusing a replay target that is not (or does not read) an HttpIngest connection."""
+    if status != 422 or not isinstance(body, dict) or body.get("errorCode") != "INVALID_REQUEST":
+        return False
+    problems = body.get("problems") or []
+    return bool(problems) and all(
+        isinstance(p, dict) and p.get("path") == "/target" and p.get("code") == "invalid_target"
+        for p in problems
+    )

@@ -99,6 +99,48 @@ def test_validate_discard_and_dlq(spark: Any) -> None:
     assert reasons == ["Input document found to be invalid in $validate stage"] * 2
     assert [d["_dlqMessage"]["doc"]["id"] for d in out[1:]] == [2, 3]
     assert {d["_dlqMessage"]["operatorName"] for d in out[1:]} == {"ValidateOperator"}
+    # Which rule failed, as MongoDB's validation errors say it.
+    failed = [
+        d["_dlqMessage"]["errInfo"]["details"]["clausesNotSatisfied"][0]["details"] for d in out[1:]
+    ]
+    assert failed == [
+        {
+            "operatorName": "$jsonSchema",
+            "schemaRulesNotSatisfied": [
+                {
+                    "operatorName": "properties",
+                    "specifiedAs": {"properties": {"temp": {"bsonType": "int", "minimum": 0}}},
+                    "propertyName": "temp",
+                }
+            ],
+        },
+        {
+            "operatorName": "$jsonSchema",
+            "schemaRulesNotSatisfied": [
+                {"operatorName": "required", "specifiedAs": {"required": ["temp"]}}
+            ],
+        },
+    ]
+
+
+def test_validate_dlq_records_name_the_failed_query_operators(spark: Any) -> None:
+    validator = {"temp": {"$gte": 0}, "id": {"$lt": 3}, "$expr": {"$ne": ["$id", 4]}}
+    docs = [{"id": 1, "temp": 5}, {"id": 2, "temp": -1}, {"id": 4, "temp": -2}]
+    stage = {"$validate": {"validator": validator, "validationAction": "dlq"}}
+    code, out, err = run(spark, [source(*docs), stage])
+    assert code == 0, err
+    assert out[0]["id"] == 1
+    details = [d["_dlqMessage"]["errInfo"]["details"] for d in out[1:]]
+    assert [d["operatorName"] for d in details] == ["$and", "$and"]
+    assert details[0]["clausesNotSatisfied"] == [
+        {"index": 0, "details": {"operatorName": "$gte", "specifiedAs": {"temp": {"$gte": 0}}}}
+    ]
+    assert [c["details"]["operatorName"] for c in details[1]["clausesNotSatisfied"]] == [
+        "$gte",
+        "$lt",
+        "$expr",
+    ]
+    assert [c["index"] for c in details[1]["clausesNotSatisfied"]] == [0, 1, 2]
 
 
 def test_replace_root_non_object_goes_to_dlq(spark: Any) -> None:
@@ -171,4 +213,3 @@ def test_results_do_not_depend_on_batch_size(spark: Any) -> None:
     # 9 documents pass the $match; the 3 with d == 0 go to the DLQ (divide by zero).
     assert len(results[0]) == 9
     assert sum("_dlqMessage" in line for line in out) == 3
-

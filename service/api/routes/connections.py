@@ -8,7 +8,14 @@ from fastapi import APIRouter, Query, Response
 
 from service.api import present
 from service.api.deps import ConnectionName, ConnectionsDep, ManagerDep
-from service.schemas.connections import ConnectionCreate, ConnectionPublic, ConnectionsPublic
+from service.errors import ConnectionTypeMismatch
+from service.manager.connection_probe import MAX_TIMEOUT_S, probe_kafka
+from service.schemas.connections import (
+    ConnectionCreate,
+    ConnectionProbe,
+    ConnectionPublic,
+    ConnectionsPublic,
+)
 
 router = APIRouter(prefix="/connections", tags=["connections"])
 
@@ -45,3 +52,18 @@ def delete_connection(
     """Delete a connection no processor uses (built-in ones cannot be deleted)."""
     connections.drop(name, users=manager.users_of)
     return Response(status_code=204)
+
+
+@router.post("/{name}:test", response_model=ConnectionProbe, responses=present.errors(404, 409))
+def test_connection(
+    name: ConnectionName,
+    connections: ConnectionsDep,
+    timeout: Annotated[float, Query(ge=1, le=MAX_TIMEOUT_S, description="Seconds.")] = 10,
+) -> dict[str, Any]:
+    """Check a Kafka connection: the brokers answer within `timeout` and list their topics
+    (200 with `ok: false` and what to fix when they do not)."""
+    connections.get(name)  # 404 for an unknown name
+    record = connections.record(name)
+    if record is None or record.type.value != "Kafka":
+        raise ConnectionTypeMismatch(f"connection {name!r} is not a Kafka connection")
+    return probe_kafka(dict(record.config), timeout_s=timeout)
