@@ -27,6 +27,7 @@ from service.api.routes.system import VERSION
 from service.auth import ApiKeyChecker, accepted_keys
 from service.config.private_files import restrict_umask
 from service.config.settings import Settings
+from service.console import install_console, start_console, stop_console
 from service.errors import error_body, install_handlers
 from service.manager.connections import ConnectionRegistry
 from service.manager.ingest import IngestService
@@ -171,11 +172,13 @@ def create_app(
     services = build_services(settings, engine=engine, stores=stores)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services.manager.open()
+        start_console(app)
         try:
             yield
         finally:
+            await run_in_threadpool(stop_console, app)
             log.info("shutting down: stopping processor queries")
             await run_in_threadpool(services.manager.close)
             if owns_stores:
@@ -193,6 +196,7 @@ def create_app(
     api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_api_key)])
     for module in (processors, pipelines, dlq, connections, ingest):
         api.include_router(module.router)
+    install_console(app, api, services)
     app.include_router(api)
     app.include_router(system.health_router)
     app.include_router(system.metrics_router)
