@@ -349,19 +349,18 @@ class RunTable:
 
     def _on_failure(self, run: Run, message: str, code: str = SPARK_FAILURE) -> None:
         run.last_error = RunError(code, message, utc_now())
-        backoff = self._settings.restart_backoff_seconds
-        if is_overload(message):
+        overloaded = is_overload(message)
+        if overloaded:
             run.overloads += 1
-            if run.overloads > OVERLOAD_ATTEMPTS:
-                self._give_up(run, code, message)
-                return
-            delay = min(backoff * 2 ** (run.overloads - 1), OVERLOAD_MAX_BACKOFF_SECONDS)
         else:
             run.failures += 1
-            if run.failures > self._settings.restart_attempts:
-                self._give_up(run, code, message)
-                return
-            delay = backoff * 2 ** (run.failures - 1)
+        attempt, attempts = retry_count(run, self._settings.restart_attempts)
+        if attempt > attempts:
+            self._give_up(run, code, message)
+            return
+        delay = self._settings.restart_backoff_seconds * 2 ** (attempt - 1)
+        if overloaded:
+            delay = min(delay, OVERLOAD_MAX_BACKOFF_SECONDS)
         run.retry_at = time.monotonic() + delay
         run.retries += 1
         run.recovering = None
@@ -369,13 +368,12 @@ class RunTable:
             self._report_error(run)
         except Exception:  # noqa: BLE001 - reporting must not stop the retry
             log.exception("recording the error of processor %s", run.name)
-        overloaded = is_overload(message)
         log.warning(
             "processor %s failed%s (%d/%d), retrying in %.1f s: %s",
             run.name,
             " on a busy machine" if overloaded else "",
-            run.overloads if overloaded else run.failures,
-            OVERLOAD_ATTEMPTS if overloaded else self._settings.restart_attempts,
+            attempt,
+            attempts,
             delay,
             message,
         )

@@ -160,6 +160,17 @@ def test_lint_warnings_come_back_with_a_valid_definition(manager: ProcessorManag
     assert {w.code for w in warnings} >= {"late_data_dropped"}
 
 
+def fail_and_restart(manager: ProcessorManager, processor_id: str, error: str, times: int) -> None:
+    """Fail the processor's query `times` times, each restart due at once (no backoff wait)."""
+    engine = engine_of(manager)
+    for _ in range(times):
+        engine.queries[-1].fail(error)
+        manager.runs.tick()
+        if (run := manager.runs.get(processor_id)) is not None:
+            run.retry_at = 0
+            manager.runs.tick()
+
+
 def test_a_failing_query_is_retried_with_backoff_then_failed(manager: ProcessorManager) -> None:
     create(manager)
     record = manager.start("p")
@@ -172,12 +183,7 @@ def test_a_failing_query_is_retried_with_backoff_then_failed(manager: ProcessorM
     run.retry_at = 0  # due now: do not wait for the backoff
     manager.runs.tick()
     assert len(engine.queries) == 2 and engine.queries[-1].is_active()
-    for _ in range(2):
-        engine.queries[-1].fail("java.lang.RuntimeException: boom")
-        manager.runs.tick()
-        if (run := manager.runs.get(record.id)) is not None:
-            run.retry_at = 0
-            manager.runs.tick()
+    fail_and_restart(manager, record.id, "java.lang.RuntimeException: boom", times=2)
     failed = manager.get("p")
     assert failed.state is State.FAILED
     assert failed.error is not None and failed.error.code == "spark_failure"
@@ -380,12 +386,7 @@ def test_an_overloaded_machine_is_ridden_out_not_failed(manager: ProcessorManage
         manager.runs.tick()
     engine.progress(engine.queries[-1].query_id, {"batchId": 0, "numInputRows": 1})
     assert run.overloads == 0
-    for _ in range(OVERLOAD_ATTEMPTS + 1):
-        engine.queries[-1].fail(OVERLOAD)
-        manager.runs.tick()
-        if (run := manager.runs.get(record.id)) is not None:
-            run.retry_at = 0
-            manager.runs.tick()
+    fail_and_restart(manager, record.id, OVERLOAD, times=OVERLOAD_ATTEMPTS + 1)
     failed = manager.get("p")
     assert failed.state is State.FAILED
     assert failed.error is not None
