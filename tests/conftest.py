@@ -9,6 +9,25 @@ import pytest
 
 from tests.kafka_broker import kafka_broker  # noqa: F401 - the session's Kafka broker fixture
 
+#: Files run longest-first: xdist hands out whole files (`--dist loadfile`) in collection order
+#: (`--no-loadscope-reorder`; its default order, most tests first, left the two-test crash
+#: file, ten minutes on its own, for last while the other worker sat idle).
+_FILE_RANK = (("slow", 0), ("spark", 1), ("kafka", 1))
+_LAST_RANK = 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order whole files: those with `slow` tests first, then Spark and Kafka files, then the rest."""
+    rank_of_file: dict[str, int] = {}
+    for item in items:
+        marks = {mark.name for mark in item.iter_markers()}
+        item_rank = min((rank for name, rank in _FILE_RANK if name in marks), default=_LAST_RANK)
+        path = str(item.path)
+        rank_of_file[path] = min(rank_of_file.get(path, _LAST_RANK), item_rank)
+    # A stable sort on the file's rank keeps each file's tests together and in their order.
+    items.sort(key=lambda item: rank_of_file[str(item.path)])
+
+
 # C1-only JIT halves JVM start-up; good for tests, not for throughput (spark-spike.md §1).
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 

@@ -22,7 +22,7 @@ import pytest
 from pipeline_stages._documents.ejson import from_ejson
 from tests.conformance.harness import mismatches
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def at(seconds: float) -> str:

@@ -42,7 +42,7 @@ from tests.integration.test_window_operator import (
     windows,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 LATE = "Input document arrived late."
 

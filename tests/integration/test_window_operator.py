@@ -20,7 +20,7 @@ from pipeline_stages._documents.values import to_ejson
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.conformance.spark_executor import SparkExecutor, SparkParallelExecutor, stop_active
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 BASE_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 GROUP = {
