@@ -268,7 +268,9 @@ class SparkEngine:
         buckets = checkpoint_buckets(request.checkpoint_dir, conf_bucket_count(self.session()))
         compiled, _ = self._compile(request.compile, window_engine=engine, window_buckets=buckets)
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        query_name = f"sluice_{request.processor_id}"
+        # Spark's UI and logs show the query by this name: the processor's, and its id,
+        # which keeps it unique among the session's active queries.
+        query_name = f"{request.compile.name} ({request.processor_id})"
         sink = compiled.foreach_batch(
             request.writer,
             processor=request.compile.name,
