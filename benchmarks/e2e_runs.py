@@ -124,7 +124,17 @@ class Bench:
                 first.extend((time.monotonic(), count / target))
                 if profile:
                     path = self.root / f"profile-{name}.txt"
-                    spy.append((S.start_profile(self.service.proc.pid, profile, path), path))
+                    spy.append(
+                        (
+                            S.start_profile(
+                                self.service.proc.pid,
+                                profile,
+                                path,
+                                workers=self.args.profile_workers,
+                            ),
+                            path,
+                        )
+                    )
             return count >= target
 
         before = S.tree_cpu(self.service.proc.pid)

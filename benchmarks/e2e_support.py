@@ -315,16 +315,19 @@ def tree_cpu(root: int) -> Cpu:
 # --------------------------------------------------------------------------- profiles
 
 
-def start_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
+def start_profile(
+    pid: int, seconds: float, out: Path, *, workers: bool = False
+) -> subprocess.Popen[bytes] | None:
     """A sampling profile of the service's Python (py-spy, collapsed stacks), or None when
-    py-spy is not installed (`pip install py-spy`)."""
+    py-spy is not installed (`pip install py-spy`). With `workers`, the Python processes
+    below it too (Spark's Python workers and data source runners, under the JVM)."""
     exe = shutil.which("py-spy")
     if exe is None:
         print("  (no py-spy on PATH: no profile)")
         return None
     return subprocess.Popen(
         [exe, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "100", "-f", "raw",
-         "-o", str(out), "--nonblocking", "--nolineno"],
+         "-o", str(out), "--nonblocking", "--nolineno", *(["--subprocesses"] if workers else [])],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip

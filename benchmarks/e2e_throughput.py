@@ -47,8 +47,8 @@ CPU seconds per run, read from /proc: the service's Python process (the driver: 
 the foreachBatch sink, the stores) and everything below it (the JVM with the local
 executors, Python workers, data source runners), and the same for the native process.
 `--profile S` samples the service's Python with py-spy (`pip install py-spy`) for S seconds
-from the first batch of the first measured `emit` run at the largest batch size, and prints
-the busiest functions (`--keep` keeps the collapsed stacks in the work directory).
+from the first batch of the first measured `emit` run at the largest batch size (with
+`--profile-workers`, Spark's Python workers under it too), and prints the busiest functions (`--keep` keeps the collapsed stacks in the work directory).
 
 Trigger: the service runs its default (`SLUICE_TRIGGER_INTERVAL`, 1 s: a batch that takes
 less waits for the next second, which caps 10k-row batches at 10k rows/s); native runs
@@ -234,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--native-trigger", default="", help="e.g. '1 second' (default: Spark's, none)"
+    )
+    parser.add_argument(
+        "--profile-workers",
+        action="store_true",
+        help="the profile also samples the Python processes under the service (Spark's workers)",
     )
     parser.add_argument("--service-env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--ingest-batch", type=int, default=1000)

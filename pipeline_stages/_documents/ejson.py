@@ -156,7 +156,8 @@ def _millis_problem(millis: int, shown: str) -> str | None:
     return None
 
 
-def _date_problem(inner: Any) -> str | None:
+def date_problem(inner: Any) -> str | None:
+    """Why `inner` is no valid `$date` wrapper value (`{"$date": inner}`); None if it is."""
     shown = _shown(inner)
     if isinstance(inner, str):
         try:
@@ -232,7 +233,7 @@ def _decimal_problem(inner: Any) -> str | None:
 
 
 _PROBLEMS: Final[dict[str, Callable[[Any], str | None]]] = {
-    "$date": _date_problem,
+    "$date": date_problem,
     "$oid": _oid_problem,
     "$binary": _binary_problem,
     "$numberLong": lambda t: _integer_problem(t, "$numberLong", INT64_MIN, INT64_MAX, "64-bit"),

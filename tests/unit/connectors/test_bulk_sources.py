@@ -39,6 +39,50 @@ def test_the_arrow_checks_give_source_records_verdict(payloads: list[bytes]) -> 
     assert verdicts(list(payloads)) == [source_record(p) for p in payloads]
 
 
+#: `$date` strings: ISO-8601-shaped ones the date regex takes, valid or not, and others.
+DATE_TEXT = st.one_of(
+    st.datetimes().map(lambda d: d.isoformat()),
+    st.from_regex(
+        r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:.]{1,12}(Z|[+-][0-9:]{1,6})?)?", fullmatch=True
+    ),
+    st.text(alphabet="0123456789-:.TZ+ x", max_size=25),
+)
+#: Records holding date wrappers among other fields, with JSON whitespace and `$` elsewhere.
+DATE_RECORD = st.builds(
+    lambda before, space, date, after: (
+        "{" + before + '"t":{' + space + '"$date"' + space + ":" + space
+        + '"' + date + '"' + space + "}" + after + "}"
+    ),
+    st.sampled_from(["", '"a": 1, ', '"$k": 1, ', '"s": "$5", ', '"d": {"$date": "x"}, ']),
+    st.sampled_from(["", " ", "\t\n"]),
+    DATE_TEXT,
+    st.sampled_from(["", ', "b": 2.5', ', "c": {"$oid": "zz"}', ', "t": {"$date": "2024-01-01"}']),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(DATE_RECORD.map(str.encode), min_size=1, max_size=8))
+def test_records_with_date_wrappers_get_source_records_verdict(payloads: list[bytes]) -> None:
+    # The one-date fast path must give what parsing the record gives, valid date or not.
+    assert verdicts(list(payloads)) == [source_record(p) for p in payloads]
+
+
+def test_a_valid_date_wrapper_is_no_problem_and_an_invalid_one_names_itself() -> None:
+    cases: list[bytes | None] = [
+        b'{"t": {"$date": "2024-01-01T00:00:00.123Z"}, "v": 1}',
+        b'{"t": {"$date": "2024-02-30T00:00:00Z"}}',
+        b'{"t": { "$date" : "2024-01-01T00:00:00+01:00" }}',
+        b'{"t": {"$date": "0000-01-01T00:00:00Z"}}',
+    ]
+    assert verdicts(cases) == [source_record(c) for c in cases]
+    assert [error for _, error in verdicts(cases)] == [
+        None,
+        'invalid Extended JSON at /t: $date "2024-02-30T00:00:00Z" is not an ISO-8601 date',
+        None,
+        'invalid Extended JSON at /t: $date "0000-01-01T00:00:00Z" is not an ISO-8601 date',
+    ]
+
+
 def test_the_arrow_checks_on_known_cases() -> None:
     cases: list[bytes | None] = [
         b'{"a": 1.5, "b": [0.25, -2.5e3, 3.0E1], "s": "1.5"}',
