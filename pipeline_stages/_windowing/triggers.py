@@ -89,7 +89,7 @@ class Trigger(CheckedSpec):
 
 def mode_rules(raw: Mapping[str, Any], errors: ErrorList) -> None:
     """`accumulationMode` is only allowed with `trigger` (every window kind)."""
-    if "accumulationMode" in raw and "trigger" not in raw:
+    if "accumulationMode" in raw and raw.get("trigger") is None:
         errors.add(
             ("accumulationMode",),
             ProblemCode.INVALID_COMBINATION,

@@ -66,6 +66,7 @@ def test_valid(parse_body, body: dict[str, Any]) -> None:
 
 INVALID = [
     ({"pipeline": [GROUP]}, [("missing", "/trigger")]),
+    ({"trigger": None, "pipeline": [GROUP]}, [("model_type", "/trigger")]),
     (window(trigger={}), [("missing", "/trigger/early")]),
     (window(trigger={"onlyUpdatedPanes": True}), [("missing", "/trigger/early")]),
     (

@@ -65,6 +65,10 @@ def test_valid(parse_body, kind: str, fields: dict[str, Any], trigger: Any, mode
 INVALID: list[tuple[dict[str, Any], list[tuple[str, str]]]] = [
     ({"accumulationMode": "discarding"}, [("invalid_combination", "/accumulationMode")]),
     (
+        {"trigger": None, "accumulationMode": "discarding"},
+        [("invalid_combination", "/accumulationMode")],
+    ),
+    (
         {"trigger": {}, "accumulationMode": "retracting"},
         [("literal_error", "/accumulationMode")],
     ),
