@@ -30,9 +30,9 @@ from pydantic import Field, field_validator
 from pipeline_stages._windowing.runtime import config as window_config
 from pipeline_stages._windowing.stage_fields import (
     THREE_SECONDS,
+    ClosingWindowSpecBase,
     Grace,
     PositiveDuration,
-    WindowSpecBase,
     duration_ms,
 )
 from pipeline_stages.session_window import simple_partition_by
@@ -54,7 +54,7 @@ class SlidingGeometry:
     idle_timeout_ms: int | None
 
 
-class SlidingWindowSpec(WindowSpecBase):
+class SlidingWindowSpec(ClosingWindowSpecBase):
     """The body of the Sluice `$slidingWindow` extension."""
 
     time_difference: PositiveDuration = Field(alias="timeDifference")

@@ -34,7 +34,9 @@ from pipeline_stages._windowing.spark.compile import bucket_count
 if TYPE_CHECKING:
     from pipeline_stages import ParsedPipeline
 
-WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow"})
+WINDOW_KEYS = frozenset(
+    {"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow", "$globalWindow"}
+)
 
 
 @dataclass(frozen=True)

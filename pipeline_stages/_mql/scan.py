@@ -27,7 +27,13 @@ from pipeline_stages._mql.names import (
     UNSUPPORTED_QUERY_OPERATORS,
 )
 
-_WINDOWS = ("$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow")
+_WINDOWS = (
+    "$tumblingWindow",
+    "$hoppingWindow",
+    "$sessionWindow",
+    "$slidingWindow",
+    "$globalWindow",
+)
 #: Accumulators whose argument is an object naming the expression they evaluate.
 _ARGUMENT_FIELD = {
     "$top": "output", "$bottom": "output", "$topN": "output", "$bottomN": "output",

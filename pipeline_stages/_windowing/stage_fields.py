@@ -33,7 +33,15 @@ from pipeline_stages._base import (
     join_path,
 )
 from pipeline_stages._problems import CheckedSpec, ErrorList
+from pipeline_stages._windowing.durations import PositiveDuration as PositiveDuration
 from pipeline_stages._windowing.geometry import WindowGeometry
+from pipeline_stages._windowing.triggers import (
+    DEFAULT_MODE,
+    AccumulationMode,
+    Trigger,
+    late_rule,
+    mode_rules,
+)
 
 if TYPE_CHECKING:
     from pipeline_stages import Stage
@@ -55,21 +63,6 @@ class IntervalDuration(Duration):
         if value <= 0:
             raise custom_error(
                 "greater_than", f"Window interval size must be greater than 0. Got {value}."
-            )
-        return value
-
-
-class PositiveDuration(Duration):
-    """A duration whose size is strictly positive (hop size, gap, time difference)."""
-
-    size: int
-
-    @field_validator("size")
-    @classmethod
-    def _positive(cls, value: int) -> int:
-        if value <= 0:
-            raise custom_error(
-                "greater_than", f"Duration size must be greater than 0. Got {value}."
             )
         return value
 
@@ -134,10 +127,12 @@ class FixedWindowTiming:
 
 
 class WindowSpecBase(CheckedSpec):
-    """Fields every window stage has: the inner pipeline and the idle timeout."""
+    """Fields every window stage has: the inner pipeline and the pane extension (`trigger`,
+    `accumulationMode`: `triggers`)."""
 
     pipeline: tuple[Stage, ...]
-    idle_timeout: IdleTimeout | None = Field(default=None, alias="idleTimeout")
+    trigger: Trigger | None = None
+    accumulation_mode: AccumulationMode | None = Field(default=None, alias="accumulationMode")
 
     @field_validator("pipeline", mode="before")
     @classmethod
@@ -148,6 +143,31 @@ class WindowSpecBase(CheckedSpec):
                 "too_short", "A window pipeline must have at least one stage, got []"
             )
         return value
+
+    @classmethod
+    def _check_raw(cls, raw: Mapping[str, Any], errors: ErrorList) -> None:
+        mode_rules(raw, errors)
+
+    @property
+    def accumulation(self) -> AccumulationMode:
+        """The accumulation mode (`accumulating` when not set)."""
+        return self.accumulation_mode or DEFAULT_MODE
+
+    @property
+    def event_time(self) -> bool:
+        """Whether windows follow event time (and so can see late data)."""
+        return False
+
+    def warnings(self, *, has_dlq: bool) -> list[tuple[str, tuple[str, ...], str]]:  # noqa: ARG002
+        """Lint warnings as `(code, loc inside the stage, message after the stage name)`;
+        a window that never closes has no late data and nothing to warn about."""
+        return []
+
+
+class ClosingWindowSpecBase(WindowSpecBase):
+    """Windows that close (every kind but `$globalWindow`): they have an idle timeout."""
+
+    idle_timeout: IdleTimeout | None = Field(default=None, alias="idleTimeout")
 
     def idle_timeout_ms(self) -> int | None:
         """The idle timeout in ms, or None when disabled."""
@@ -182,7 +202,7 @@ class WindowSpecBase(CheckedSpec):
         return found
 
 
-class BoundedWindowSpecBase(WindowSpecBase):
+class BoundedWindowSpecBase(ClosingWindowSpecBase):
     """Window stages with a `boundary` and `allowedLateness` (tumbling, hopping, session)."""
 
     boundary: Boundary = "eventTime"
@@ -190,8 +210,15 @@ class BoundedWindowSpecBase(WindowSpecBase):
 
     @classmethod
     def _check_raw(cls, raw: Mapping[str, Any], errors: ErrorList) -> None:
+        super()._check_raw(raw, errors)
         if raw.get("boundary") != "processingTime":
             return
+        late_rule(
+            raw,
+            errors,
+            why='trigger.late cannot be set when boundary is "processingTime" (processing-time '
+            "windows have no late documents)",
+        )
         for alias in ("allowedLateness", "idleTimeout"):
             if alias in raw:
                 errors.add(

@@ -155,6 +155,9 @@ class InnerPipeline:
             docs = self._group_output(self.blocking, run_group(self.group, prepared), window)
         else:
             docs = _sort_or_limit(self.blocking, [p.doc for p in items])
+        if "pane" in window and self.group is None:
+            # A pane's documents carry the window as it is when the pane fires (issue 25).
+            docs = [with_window_meta(d, window) for d in docs]
         for stage in self.rest:
             docs = self._apply(stage, docs, meta, window)
         return docs

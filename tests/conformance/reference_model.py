@@ -9,7 +9,9 @@ how input is cut into batches.
 Supported: `$source` (`timeField`, `tsFieldName`, `streamMetaFieldName`,
 `partitionIdleTimeout`), stateless stages before and after the window, `$tumblingWindow`,
 `$hoppingWindow` (`offset`, `allowedLateness`, `idleTimeout`), `$sessionWindow`, Sluice's
-`$slidingWindow`, and a sink stage, which only marks the end of the pipeline.
+`$slidingWindow` and `$globalWindow`, the pane extension (`trigger`, `accumulationMode`:
+`reference_panes`; not on `$slidingWindow` yet), and a sink stage, which only marks the end of
+the pipeline.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from pipeline_stages._base import UNIT_MS
@@ -29,9 +32,21 @@ from pipeline_stages._windowing.watermark import PartitionWatermarks
 from tests.conformance.mini_mql import Scope, evaluate
 from tests.conformance.mini_stages import StageError, apply_stateless, stage_key
 from tests.conformance.reference_inner import STREAM_META, InnerPipeline, Outbox
-from tests.conformance.reference_windows import FixedWindows, SessionWindows, SlidingWindows
+from tests.conformance.reference_panes import PaneRules
+from tests.conformance.reference_windows import (
+    FixedWindows,
+    GlobalWindow,
+    SessionWindows,
+    SlidingWindows,
+)
 
-WINDOW_STAGES = ("$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow")
+WINDOW_STAGES = (
+    "$tumblingWindow",
+    "$hoppingWindow",
+    "$sessionWindow",
+    "$slidingWindow",
+    "$globalWindow",
+)
 SINK_STAGES = ("$merge", "$emit")
 DEFAULT_LATENESS_MS = 3_000  # §3.6: allowedLateness defaults to 3 seconds
 
@@ -110,6 +125,11 @@ class ReferenceExecutor:
             raise NotImplementedError("processingTime windows are not deterministic")
         inner = InnerPipeline(spec["pipeline"], self.outbox, self.source_type)
         lateness = duration_ms(spec.get("allowedLateness"), default=DEFAULT_LATENESS_MS)
+        rules = PaneRules.of(spec)
+        if key == "$globalWindow":
+            if rules is None:
+                raise ValueError("$globalWindow needs a trigger")
+            return GlobalWindow(rules, inner=inner, outbox=self.outbox)
         if key == "$sessionWindow":
             return SessionWindows(
                 gap_ms=duration_ms(spec["gap"]),
@@ -117,7 +137,10 @@ class ReferenceExecutor:
                 partition_by=spec["partitionBy"],
                 inner=inner,
                 outbox=self.outbox,
+                rules=rules,
             )
+        if rules is not None and key == "$slidingWindow":
+            raise NotImplementedError("the reference model has no pane rules for $slidingWindow")
         if key == "$slidingWindow":
             geometry = SlidingGeometry(
                 duration_ms(spec["timeDifference"]), duration_ms(spec["grace"])
@@ -136,6 +159,7 @@ class ReferenceExecutor:
             idle_timeout_ms=idle,
             inner=inner,
             outbox=self.outbox,
+            rules=rules,
         )
 
     # ------------------------------------------------------------------ executor protocol
@@ -155,6 +179,7 @@ class ReferenceExecutor:
         self._advance_clock(end)
         self.idle_ms += ms
         if self.window is not None:
+            self._through_window(self.window.on_clock, end)
             self._through_window(self.window.on_idle, self.idle_ms)
 
     def drain(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -185,7 +210,8 @@ class ReferenceExecutor:
             if self.window is None:
                 self.outbox.emitted.extend(self._run_stateless(self.plan.after, [d]))
             else:
-                self.window.on_document(d, t, self.order)
+                # A count trigger can fire a pane here: it goes through the stages after.
+                self._through_window(partial(self.window.on_document, d, t), self.order)
         self._set_watermarks(self.watermarks.observe(partition, t, self.now_ms))
 
     def _event_time(self, doc: dict[str, Any]) -> int | None:

@@ -24,7 +24,8 @@ from pipeline_stages._windowing.sessions import SessionSpan, merge_session_spans
 from pipeline_stages._windowing.sliding import SlidingGeometry
 from pipeline_stages._windowing.watermark import idle_close_end
 from tests.conformance.mini_mql import Scope, evaluate
-from tests.conformance.reference_inner import InnerPipeline, Outbox, Prepared
+from tests.conformance.reference_inner import InnerPipeline, Outbox
+from tests.conformance.reference_panes import PaneRules, PaneWindow
 
 
 def window_meta(start: int, end: int, **extra: Any) -> dict[str, Any]:
@@ -43,13 +44,15 @@ class FixedWindows:
         idle_timeout_ms: int | None,
         inner: InnerPipeline,
         outbox: Outbox,
+        rules: PaneRules | None = None,
     ) -> None:
         self.geometry = geometry
         self.lateness_ms = lateness_ms
         self.idle_timeout_ms = idle_timeout_ms
         self.inner = inner
         self.outbox = outbox
-        self.windows: dict[int, list[Prepared]] = {}
+        self.rules = rules
+        self.windows: dict[int, PaneWindow] = {}
         self.min_open_start = 0
         self.max_adjusted: int | None = None
 
@@ -60,13 +63,31 @@ class FixedWindows:
             self.outbox.late(doc, self.inner.first_operator, missed)
         for start in self.geometry.open_starts(t, self.min_open_start):
             meta = window_meta(start, self.geometry.end_of(start))
-            self.windows.setdefault(start, []).extend(self.inner.admit(doc, meta, order))
+            window = self.windows.setdefault(start, PaneWindow(self.rules))
+            window.add(self.inner.admit(doc, meta, order), self.outbox.now_ms)
+            if window.count_due():
+                self.outbox.emitted.extend(window.fire(window.timing, self.inner, meta))
+
+    def on_clock(self, now_ms: int) -> None:
+        """Processing time reached `now_ms`: fire the panes whose timer is due."""
+        for start in sorted(self.windows):
+            window = self.windows[start]
+            if window.timer_due(now_ms):
+                meta = window_meta(start, self.geometry.end_of(start))
+                self.outbox.emitted.extend(window.fire(window.timing, self.inner, meta))
 
     def on_watermark(self, watermark: int) -> None:
-        """§4.3/§4.4: close windows with `end <= W'`, then raise `min_open_start`."""
+        """§4.3/§4.4: close windows with `end <= W'`, then raise `min_open_start` (with a
+        `late` trigger, windows with `end <= W` fire their ON_TIME pane first)."""
         adjusted = watermark - self.lateness_ms
         if self.max_adjusted is None or adjusted > self.max_adjusted:
             self.max_adjusted = adjusted
+        for start in sorted(self.windows):
+            end = self.geometry.end_of(start)
+            if end > watermark:
+                break
+            meta = window_meta(start, end)
+            self.outbox.emitted.extend(self.windows[start].reach_end(self.inner, meta))
         self._close_through(adjusted)
         self.min_open_start = max(self.min_open_start, self.geometry.min_open_start(adjusted))
 
@@ -90,8 +111,8 @@ class FixedWindows:
             end = self.geometry.end_of(start)
             if end > limit:
                 break
-            items = self.windows.pop(start)
-            self.outbox.emitted.extend(self.inner.finish(items, window_meta(start, end)))
+            window = self.windows.pop(start)
+            self.outbox.emitted.extend(window.close(self.inner, window_meta(start, end)))
 
 
 @dataclass
@@ -99,6 +120,8 @@ class _Session:
     span: SessionSpan
     partition: Any
     docs: list[tuple[int, Mapping[str, Any]]] = field(default_factory=list)
+    #: With a trigger: the session's documents (admitted at arrival) and pane state.
+    panes: PaneWindow | None = None
 
 
 class _Partitioned:
@@ -132,12 +155,14 @@ class SessionWindows(_Partitioned):
         partition_by: Any,
         inner: InnerPipeline,
         outbox: Outbox,
+        rules: PaneRules | None = None,
     ) -> None:
         self.gap_ms = gap_ms
         self.lateness_ms = lateness_ms
         self.partition_by = partition_by
         self.inner = inner
         self.outbox = outbox
+        self.rules = rules
         self.sessions: dict[Any, list[_Session]] = {}
         self.max_adjusted: int | None = None
 
@@ -151,12 +176,63 @@ class SessionWindows(_Partitioned):
         if session_is_late(t, self.max_adjusted, has_open_session=bool(absorbed)):
             self.outbox.late(doc, self.inner.first_operator, None)
             return
+        if self.rules is not None:
+            self._add_with_panes(open_sessions, merged, absorbed, partition, doc, order)
+            return
         session = _Session(merged, partition)
         for old in [s for s in open_sessions if s.span in absorbed]:
             session.docs.extend(old.docs)
             open_sessions.remove(old)
         session.docs.append((order, doc))
         open_sessions.append(session)
+
+    def _add_with_panes(
+        self,
+        open_sessions: list[_Session],
+        merged: SessionSpan,
+        absorbed: Any,
+        partition: Any,
+        doc: Mapping[str, Any],
+        order: int,
+    ) -> None:
+        """A session whose bounds stay is the same window; any other change makes a new
+        window that absorbs the old ones (and retracts their results: `reference_panes`)."""
+        olds = [s for s in open_sessions if s.span in absorbed]
+        if len(olds) == 1 and olds[0].span == merged:
+            session = olds[0]
+        else:
+            fresh = PaneWindow(self.rules)
+            fresh.absorb([old.panes for old in olds if old.panes is not None])
+            for old in olds:
+                open_sessions.remove(old)
+            session = _Session(merged, partition, panes=fresh)
+            open_sessions.append(session)
+        panes = session.panes
+        if panes is None:
+            raise ValueError("a session of a window with a trigger has pane state")
+        panes.add(self.inner.admit(doc, {}, order), self.outbox.now_ms)
+        if panes.count_due():
+            self.outbox.emitted.extend(panes.fire(panes.timing, self.inner, self._meta(session)))
+
+    def _meta(self, session: _Session) -> dict[str, Any]:
+        span = session.span
+        return window_meta(span.min_ts, span.window_end(self.gap_ms), partition=session.partition)
+
+    def on_clock(self, now_ms: int) -> None:
+        """Processing time reached `now_ms`: fire the panes whose timer is due."""
+        for session in self._in_order(lambda s: s.panes is not None and s.panes.timer_due(now_ms)):
+            panes = session.panes
+            assert panes is not None
+            self.outbox.emitted.extend(panes.fire(panes.timing, self.inner, self._meta(session)))
+
+    def _in_order(self, keep: Any) -> list[_Session]:
+        found = [
+            (s.span.min_ts, s.span.max_ts, key, s)
+            for key, sessions in self.sessions.items()
+            for s in sessions
+            if keep(s)
+        ]
+        return [item[3] for item in sorted(found, key=lambda item: item[:3])]
 
     def on_watermark(self, watermark: int) -> None:
         adjusted = watermark - self.lateness_ms
@@ -169,13 +245,16 @@ class SessionWindows(_Partitioned):
             for s in sessions
             if adjusted >= s.span.window_end(self.gap_ms)
         ]
+        if self.rules is not None:
+            for session in self._in_order(lambda s: watermark >= s.span.window_end(self.gap_ms)):
+                assert session.panes is not None
+                self.outbox.emitted.extend(session.panes.reach_end(self.inner, self._meta(session)))
         for _, _, key, session in sorted(due, key=lambda item: item[:3]):
             self.sessions[key].remove(session)
-            meta = window_meta(
-                session.span.min_ts,
-                session.span.window_end(self.gap_ms),
-                partition=session.partition,
-            )
+            meta = self._meta(session)
+            if session.panes is not None:
+                self.outbox.emitted.extend(session.panes.close(self.inner, meta))
+                continue
             docs = sorted(session.docs, key=lambda pair: pair[0])
             self.outbox.emitted.extend(self.inner.run(docs, meta))
 
@@ -245,5 +324,35 @@ class SlidingWindows(_Partitioned):
             meta = window_meta(start, g.end_of(start), **extra)
             self.outbox.emitted.extend(self.inner.run(docs, meta))
 
+    def on_clock(self, now_ms: int) -> None:
+        """Sliding windows fire no panes (the reference refuses `trigger` on them)."""
+
     def on_idle(self, idle_ms: int) -> None:
         """`$slidingWindow` has no idleTimeout."""
+
+
+class GlobalWindow:
+    """Sluice's `$globalWindow`: one window over all time; it fires EARLY panes only."""
+
+    def __init__(self, rules: PaneRules, *, inner: InnerPipeline, outbox: Outbox) -> None:
+        self.inner = inner
+        self.outbox = outbox
+        self.window = PaneWindow(rules)
+
+    def on_document(self, doc: Mapping[str, Any], t: int, order: int) -> None:
+        """Every document enters the window (nothing is late)."""
+        del t
+        self.window.add(self.inner.admit(doc, {}, order), self.outbox.now_ms)
+        if self.window.count_due():
+            self.outbox.emitted.extend(self.window.fire("EARLY", self.inner, {}))
+
+    def on_clock(self, now_ms: int) -> None:
+        """Processing time reached `now_ms`: fire the pane if its timer is due."""
+        if self.window.timer_due(now_ms):
+            self.outbox.emitted.extend(self.window.fire("EARLY", self.inner, {}))
+
+    def on_watermark(self, watermark: int) -> None:
+        """The global window never closes."""
+
+    def on_idle(self, idle_ms: int) -> None:
+        """The global window never closes."""

@@ -153,7 +153,13 @@ class SparkExecutor:
         )
         self.meta = json.dumps({"type": source_type(pipeline[0]["$source"])})
         plan = SourcePlan(frame=frame, source_type=source_type(pipeline[0]["$source"]))
-        compiled = compile_after_source(parsed, plan, ctx, test_clock=True, partitions=partitions)
+        try:
+            compiled = compile_after_source(
+                parsed, plan, ctx, test_clock=True, partitions=partitions
+            )
+        except PipelineInvalid as error:
+            # A field the engines do not run yet is refused at compile (`unsupported_option`).
+            raise TranscriptMismatch(f"Sluice refuses the pipeline: {error}") from error
         self.compiled = compiled
         self.collector = Collector()
         self._start_query()

@@ -39,7 +39,21 @@ TRANSCRIPT_EXECUTORS: list[Any] = [
     pytest.param(SparkBatchExecutor, id="spark-batch", marks=pytest.mark.spark),
     pytest.param(SparkParallelExecutor, id="spark-parallel", marks=pytest.mark.spark),
 ]
-WINDOW_STAGES = ("$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow")
+WINDOW_STAGES = (
+    "$tumblingWindow",
+    "$hoppingWindow",
+    "$sessionWindow",
+    "$slidingWindow",
+    "$globalWindow",
+)
+
+
+def _on_clock(body: dict[str, Any]) -> bool:
+    """Whether a window body has a wall-clock rule: an idle timeout, processing-time
+    boundaries, or a processing-time (`every`) trigger."""
+    trigger = body.get("trigger") or {}
+    every = any("every" in (trigger.get(name) or {}) for name in ("early", "late"))
+    return every or "idleTimeout" in body or body.get("boundary") == "processingTime"
 
 
 def runs_on_batch_engine(transcript: Transcript) -> bool:
@@ -50,9 +64,7 @@ def runs_on_batch_engine(transcript: Transcript) -> bool:
     if "partitionIdleTimeout" in source["$source"]:
         return False
     bodies = [body for stage in stages for key, body in stage.items() if key in WINDOW_STAGES]
-    return bool(bodies) and not any(
-        "idleTimeout" in body or body.get("boundary") == "processingTime" for body in bodies
-    )
+    return bool(bodies) and not any(_on_clock(body) for body in bodies)
 
 
 def _executor_name(param: Any) -> str:

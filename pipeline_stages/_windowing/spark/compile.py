@@ -164,6 +164,7 @@ def compile_window(
     """The `compile` of the four window stages (see the module docstring)."""
     source = C.window_source(ctx)
     problems = ctx.problems
+    refuse_panes(spec, path, key, problems)
     split = split_inner(inner_stages(spec, path, key), problems)
     if kind != "fixed" and not split.blocking:
         # A session/sliding window is only known when it closes, and a window without a
@@ -258,6 +259,20 @@ def compile_window(
         closes_on_clock=closes_on_clock,
         runs_when_idle=op_spec.runs_when_idle,
     )
+
+
+def refuse_panes(spec: Any, path: str, key: str, problems: Any) -> None:
+    """Refuse the pane fields (`_windowing.triggers`) the engines do not fire yet: never run
+    a window without the panes its user asked for."""
+    fields = {"trigger": spec.trigger, "accumulationMode": spec.accumulation_mode}
+    for alias, value in fields.items():
+        if value is not None:
+            problems.error(
+                join_path(path, key, alias),
+                ProblemCode.UNSUPPORTED_OPTION,
+                f"{key}: {alias} is not supported by the window engines yet: they do not fire "
+                "panes",
+            )
 
 
 #: The owning bucket of a row, while its copies to every bucket are made (`_bucketed`).

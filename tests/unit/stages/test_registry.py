@@ -15,7 +15,8 @@ from pipeline_stages._base import StageModel
 TESTS = Path(__file__).parent
 ENTRIES = list(REGISTRY.values())
 
-#: atlas-semantics.md §2 (plus the Sluice `$slidingWindow`, placed like the Atlas windows).
+#: atlas-semantics.md §2 (plus the Sluice `$slidingWindow` and `$globalWindow`, placed like the
+#: Atlas windows).
 EXPECTED_PLACEMENT = {
     Placement.BOTH: {
         "$addFields",
@@ -40,12 +41,13 @@ EXPECTED_PLACEMENT = {
         "$hoppingWindow",
         "$sessionWindow",
         "$slidingWindow",
+        "$globalWindow",
         "$setStreamMeta",
         "$throttle",
     },
     Placement.WINDOW: {"$group", "$sort", "$count", "$limit"},
 }
-WINDOWS = {"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow"}
+WINDOWS = {"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow", "$globalWindow"}
 
 
 def _stage_modules() -> list[str]:
