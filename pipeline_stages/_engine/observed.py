@@ -9,6 +9,10 @@ sink has collected them, and the query's current execution (`StreamExecution.las
 the batch's `IncrementalExecution`) holds it. `InputMetrics` reads it there, so the writer can
 persist the batch's input counts with its outputs, before the commit.
 
+The batch's `$throttle` figures (`throttledTimeMs`, `throttleEvents`) come along: the source's
+reader wrote them into the batch's end offset (`_connectors/sources/throttled.py`), which
+Spark's offset log holds before the batch runs.
+
 This reaches into Spark's JVM objects (`lastExecution().observedMetrics()`, stable since
 Spark 3.0 and checked by `tests/integration/test_sinks.py`). When that fails it logs once and
 returns None: the writer then has no input counts for the batch, and says so in the log.
@@ -21,6 +25,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from pipeline_stages._connectors.sources.rate_limit import throttle_figures
 from pipeline_stages._stream.batch import INPUT_METRICS
 
 log = logging.getLogger("sluice.engine")
@@ -66,7 +71,24 @@ class InputMetrics:
             self._warn(f"batch {batch_id} has no {INPUT_METRICS} metric")
             return None
         row = found.get()
-        return {"count": int(row.getAs("count") or 0), "bytes": int(row.getAs("bytes") or 0)}
+        counts = {"count": int(row.getAs("count") or 0), "bytes": int(row.getAs("bytes") or 0)}
+        counts.update(self._throttle(query, batch_id))
+        return counts
+
+    def _throttle(self, query: Any, batch_id: int) -> dict[str, int]:
+        """The `$throttle` figures the batch's end offset carries (`sources.throttled`), from
+        Spark's offset log, which holds the batch's offsets before it runs; {} without any."""
+        logged = query.offsetLog().get(batch_id)
+        if not logged.isDefined():
+            return {}
+        offsets = logged.get().offsets()
+        figures: dict[str, int] = {}
+        for index in range(offsets.size()):
+            offset = offsets.apply(index)
+            if offset.isDefined():
+                for key, value in throttle_figures(str(offset.get().json())).items():
+                    figures[key] = figures.get(key, 0) + value
+        return figures
 
     def _query(self) -> Any:
         if self._execution_owner is None:

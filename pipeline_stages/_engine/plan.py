@@ -23,6 +23,8 @@ from pyspark.sql import DataFrame
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sinks.plans import computed_names
 from pipeline_stages._connectors.sinks.targets import prepare_frame
+from pipeline_stages._connectors.sources.rate_limit import Limit
+from pipeline_stages._connectors.sources.throttled import encode_limits
 from pipeline_stages._engine.sink import ForeachBatchSink
 from pipeline_stages._entry import entry_of
 from pipeline_stages._stream.context import CompileContext, SourcePlan, WindowPlan
@@ -146,9 +148,6 @@ def compile_after_source(
 def _prepare_throttle(parsed: ParsedPipeline, ctx: CompileContext) -> None:
     """Hand every `$throttle`'s rates to the source's reader, which enforces them where each
     micro-batch is planned (`sources.throttled`), and tell the stages what the source is."""
-    from pipeline_stages._connectors.sources.rate_limit import Limit
-    from pipeline_stages._connectors.sources.throttled import encode_limits
-
     source = parsed.stages[0].spec
     name = getattr(source, "connection_name", None)
     connection = ctx.connection(name) if name else None

@@ -11,6 +11,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._stream.frame import StreamFrame
 
+#: The data source option carrying a pipeline's `$throttle` limits to its source's reader
+#: (`_connectors.sources.throttled`): a JSON array of `{messagesPerSec, bytesPerSec}`.
+THROTTLE_OPTION = "throttle"
+
 
 @dataclass(frozen=True)
 class ConnectionInfo:
@@ -70,8 +74,6 @@ class CompileContext:
         (`sources.raw_source.RawRecordSource.streamReader` applies it)."""
         reader = self.spark.readStream
         if self.throttle is not None:
-            from pipeline_stages._connectors.sources.throttled import THROTTLE_OPTION
-
             reader = reader.option(THROTTLE_OPTION, self.throttle)
         return reader
 

@@ -28,12 +28,15 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline_stages._connectors.sources.rate_limit import throttle_figures
 from pipeline_stages.source import INPUT_METRICS
+from pipeline_stages.throttle import OPERATOR_NAME as THROTTLE_OPERATOR
 from service.stores.stats_ledger import (
     COUNTERS,
     LANE_BATCHES,
     LANE_PROGRESS,
     OPERATOR_DLQ,
+    THROTTLE_COUNTERS,
     StatsLedger,
 )
 
@@ -145,6 +148,8 @@ class LiveStats:
         if input_metrics is not None and not self.input_from_progress:
             part["inputMessageCount"] = int(input_metrics.get("count", 0) or 0)
             part["inputMessageSize"] = int(input_metrics.get("bytes", 0) or 0)
+            for name in THROTTLE_COUNTERS:
+                part[name] = int(input_metrics.get(name, 0) or 0)
         counted = self._record(LANE_BATCHES, batch_id, part)
         with self._lock:
             self._window_stats(window_stats)
@@ -191,6 +196,9 @@ class LiveStats:
                 "inputMessageCount": int(rows or 0),
                 "inputMessageSize": int(observed.get("bytes", 0) or 0),
             }
+            for source in progress.get("sources") or []:
+                for name, value in throttle_figures(source.get("endOffset")).items():
+                    part[name] = part.get(name, 0) + value
             counted = self._record(LANE_PROGRESS, batch_id, part)
         with self._lock:
             key = (self.generation, batch_id)
@@ -233,6 +241,7 @@ class LiveStats:
             record: dict[str, Any] = {name: current[name] for name in COUNTERS}
             record["stateSize"] = self.state_size
             record["watermark"] = self.watermark
+            record["throttle"] = {name: current[name] for name in THROTTLE_COUNTERS}
             record["_operatorDlq"] = {k: list(v) for k, v in current[OPERATOR_DLQ].items()}
             record["_lastBatch"] = self.last_batch
             return record
@@ -273,6 +282,10 @@ class LiveStats:
             out["stateSize"] = self.state_size / scale if scale != 1 else self.state_size
             out["watermark"] = self.watermark
             out["lastStateChange"] = last_state_change.astimezone(UTC).isoformat()
+            operators = list(operators)
+            throttle = {name: current[name] for name in THROTTLE_COUNTERS}
+            if THROTTLE_OPERATOR in operators or any(throttle.values()):
+                out["throttle"] = throttle
             if verbose:
                 out["operatorStats"] = self._operators(current, operators, scale)
                 out["lastBatch"] = self.last_batch
@@ -294,6 +307,8 @@ class LiveStats:
             if name == "SourceOperator":
                 entry["inputMessageCount"] = current["inputMessageCount"]
                 entry["inputMessageSize"] = current["inputMessageSize"]
+            if name == THROTTLE_OPERATOR:
+                entry.update({counter: current[counter] for counter in THROTTLE_COUNTERS})
             stats.append(entry)
         return stats
 

@@ -15,13 +15,18 @@ The clock is injected (monotonic seconds), so tests drive it by hand.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 #: A monotonic clock, in seconds.
 Clock = Callable[[], float]
+#: The key of the throttle's figures in a micro-batch's end offset (`throttled`; the `$`
+#: keeps it apart from Kafka topic names).
+OFFSET_KEY = "$throttle"
 #: Token shortfalls below this are floating-point rounding, not a reason to wait.
 _DUST = 1e-6
 
@@ -124,3 +129,16 @@ class RateLimit:
             bucket.take(records, now)
         for bucket in self.bytes:
             bucket.take(size, now)
+
+
+def throttle_figures(offset: Any) -> dict[str, int]:
+    """`{"throttledTimeMs", "throttleEvents"}` an end offset (dict or JSON text) carries."""
+    if isinstance(offset, str):
+        try:
+            offset = json.loads(offset)
+        except ValueError:
+            return {}
+    found = offset.get(OFFSET_KEY) if isinstance(offset, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {k: int(found.get(k, 0) or 0) for k in ("throttledTimeMs", "throttleEvents")}

@@ -29,12 +29,17 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from pipeline_stages._connectors.sources.rate_limit import Clock, Limit, RateLimit
+from pipeline_stages._connectors.sources.rate_limit import (
+    OFFSET_KEY,
+    Clock,
+    Limit,
+    RateLimit,
+    throttle_figures,
+)
+from pipeline_stages._stream.context import THROTTLE_OPTION
 
-#: The data source option carrying the limits: a JSON array of `{messagesPerSec, bytesPerSec}`.
-THROTTLE_OPTION = "throttle"
-#: The key of the throttle's figures in an end offset (`$` keeps it apart from Kafka topics).
-OFFSET_KEY = "$throttle"
+__all__ = ["OFFSET_KEY", "THROTTLE_OPTION", "ThrottledStreamReader", "strip", "throttle_figures"]
+
 #: The longest a single `latestOffset` call waits for the buckets.
 MAX_WAIT_S = 1.0
 
@@ -54,19 +59,6 @@ def decode_limits(text: str) -> list[Limit]:
 def strip(offset: dict[str, Any]) -> dict[str, Any]:
     """An offset as the wrapped reader wrote it (without the throttle's figures)."""
     return {k: v for k, v in offset.items() if k != OFFSET_KEY}
-
-
-def throttle_figures(offset: Any) -> dict[str, int]:
-    """`{"throttledTimeMs", "throttleEvents"}` an end offset (dict or JSON text) carries."""
-    if isinstance(offset, str):
-        try:
-            offset = json.loads(offset)
-        except ValueError:
-            return {}
-    found = offset.get(OFFSET_KEY) if isinstance(offset, dict) else None
-    if not isinstance(found, dict):
-        return {}
-    return {k: int(found.get(k, 0) or 0) for k in ("throttledTimeMs", "throttleEvents")}
 
 
 class ThrottledStreamReader(DataSourceStreamReader):

@@ -176,7 +176,9 @@ def test_bytes_per_sec_cuts_a_batch_to_the_bytes_allowed() -> None:
 def test_a_record_larger_than_bytes_per_sec_passes_alone_then_waits_a_second() -> None:
     clock = FakeClock()
     inner = _documents(3, pad=500)
-    reader = ThrottledStreamReader(inner, [Limit(bytes_per_sec=100)], clock=clock, sleep=clock.sleep)
+    reader = ThrottledStreamReader(
+        inner, [Limit(bytes_per_sec=100)], clock=clock, sleep=clock.sleep
+    )
     first = reader.latestOffset({"index": 0}, ReadMaxRows(1000))
     assert first["index"] == 1
     # The bucket is a full second in debt: the next call waits its maximum and plans nothing.
