@@ -62,7 +62,7 @@ class CompiledPipeline:
         *,
         processor: str,
         state_dir: str | None,
-        input_counts: Callable[[int], dict[str, int] | None] | None = None,
+        input_counts: Callable[[int], dict[str, Any] | None] | None = None,
     ) -> ForeachBatchSink:
         """The `foreachBatch` function writing this pipeline's micro-batches to `writer`;
         a batch window engine keeps its state in `state_dir` (None: in memory). With a batch

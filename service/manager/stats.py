@@ -16,6 +16,9 @@ Where the numbers come from:
 * `outputMessageCount` / `outputMessageSize`: the documents the sink wrote (JSON text bytes),
   counted by the partitions that wrote them (`pipeline_stages._engine.partitions`);
   `dlqMessageCount` / `dlqMessageSize`: the DLQ records the writer received;
+* `throttle.throttledTimeMs` / `throttle.throttleEvents` (`$throttle`) and the enrichment
+  stages' per-operator counts, latencies and cache hits (`operatorStats`): read with the input
+  counts (`pipeline_stages._engine.observed`), from the batch's end offset and observed metrics;
 * `stateSize`, `watermark`: the window operator's stats rows, else Spark's state operators and
   event-time watermark. These are gauges, not counts: they are persisted with the processor
   record every `stats_flush_seconds` and on stop.
@@ -29,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_stages._connectors.sources.rate_limit import throttle_figures
+from pipeline_stages._enrichment.operator_stats import operator_counts, public_stats
 from pipeline_stages.source import INPUT_METRICS
 from pipeline_stages.throttle import OPERATOR_NAME as THROTTLE_OPERATOR
 from service.stores.stats_ledger import (
@@ -36,6 +40,7 @@ from service.stores.stats_ledger import (
     LANE_BATCHES,
     LANE_PROGRESS,
     OPERATOR_DLQ,
+    OPERATOR_STATS,
     THROTTLE_COUNTERS,
     StatsLedger,
 )
@@ -150,6 +155,7 @@ class LiveStats:
             part["inputMessageSize"] = int(input_metrics.get("bytes", 0) or 0)
             for name in THROTTLE_COUNTERS:
                 part[name] = int(input_metrics.get(name, 0) or 0)
+            part[OPERATOR_STATS] = dict(input_metrics.get("operators") or {})
         counted = self._record(LANE_BATCHES, batch_id, part)
         with self._lock:
             self._window_stats(window_stats)
@@ -199,6 +205,7 @@ class LiveStats:
             for source in progress.get("sources") or []:
                 for name, value in throttle_figures(source.get("endOffset")).items():
                     part[name] = part.get(name, 0) + value
+            part[OPERATOR_STATS] = operator_counts(progress.get("observedMetrics") or {})
             counted = self._record(LANE_PROGRESS, batch_id, part)
         with self._lock:
             key = (self.generation, batch_id)
@@ -243,6 +250,7 @@ class LiveStats:
             record["watermark"] = self.watermark
             record["throttle"] = {name: current[name] for name in THROTTLE_COUNTERS}
             record["_operatorDlq"] = {k: list(v) for k, v in current[OPERATOR_DLQ].items()}
+            record["_operatorStats"] = current[OPERATOR_STATS]
             record["_lastBatch"] = self.last_batch
             return record
 
@@ -309,6 +317,8 @@ class LiveStats:
                 entry["inputMessageSize"] = current["inputMessageSize"]
             if name == THROTTLE_OPERATOR:
                 entry.update({counter: current[counter] for counter in THROTTLE_COUNTERS})
+            if name in current[OPERATOR_STATS]:
+                entry.update(public_stats(current[OPERATOR_STATS][name]))
             stats.append(entry)
         return stats
 

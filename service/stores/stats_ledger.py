@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline_stages._enrichment.operator_stats import add_operators
+
 #: Atlas's cumulative counters (`stats`), in their order.
 COUNTERS = (
     "inputMessageCount",
@@ -45,6 +47,9 @@ COUNTERS = (
 THROTTLE_COUNTERS = ("throttledTimeMs", "throttleEvents")
 #: Per-operator DLQ counts inside a counts document: `{operator: [count, size]}`.
 OPERATOR_DLQ = "operatorDlq"
+#: Per-operator stats of the enrichment stages inside a counts document:
+#: `{operator: {counters, "latencyBuckets": [...]}}` (`pipeline_stages._enrichment.operator_stats`).
+OPERATOR_STATS = "operatorStats"
 #: What the batch writer records.
 LANE_BATCHES = "batches"
 #: What Spark's progress reports record (input only, when batches do not carry it).
@@ -65,6 +70,9 @@ def add_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> Counts:
         entry[0] += int(count)
         entry[1] += int(size)
     out[OPERATOR_DLQ] = operators
+    out[OPERATOR_STATS] = add_operators(
+        left.get(OPERATOR_STATS) or {}, right.get(OPERATOR_STATS) or {}
+    )
     return out
 
 
@@ -77,6 +85,7 @@ def counts_of(stored: Mapping[str, Any]) -> Counts:
         out[name] = int(throttle.get(name, 0) or 0)
     operators = stored.get("_operatorDlq") or stored.get(OPERATOR_DLQ) or {}
     out[OPERATOR_DLQ] = {k: [int(v[0]), int(v[1])] for k, v in dict(operators).items()}
+    out[OPERATOR_STATS] = add_operators({}, stored.get("_operatorStats") or {})
     return out
 
 
