@@ -153,7 +153,10 @@ def _prepare_throttle(parsed: ParsedPipeline, ctx: CompileContext) -> None:
     connection = ctx.connection(name) if name else None
     ctx.source_kind = "documents" if name is None else (connection.type if connection else "")
     limits = [
-        Limit(stage.spec.messages_per_sec, stage.spec.bytes_per_sec)
+        Limit(
+            getattr(stage.spec, "messages_per_sec", None),
+            getattr(stage.spec, "bytes_per_sec", None),
+        )
         for stage in parsed.stages[1:]
         if stage.key == "$throttle"
     ]

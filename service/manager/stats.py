@@ -198,7 +198,7 @@ class LiveStats:
         if self.input_from_progress:
             observed = (progress.get("observedMetrics") or {}).get(INPUT_METRICS) or {}
             rows = observed.get("count", progress.get("numInputRows", 0))
-            part = {
+            part: dict[str, Any] = {
                 "inputMessageCount": int(rows or 0),
                 "inputMessageSize": int(observed.get("bytes", 0) or 0),
             }
@@ -303,7 +303,7 @@ class LiveStats:
         self, current: Mapping[str, Any], operators: Iterable[str], scale: int
     ) -> list[dict[str, Any]]:
         operator_dlq = current[OPERATOR_DLQ]
-        names = list(dict.fromkeys([*operators, *operator_dlq]))
+        names = list(dict.fromkeys([*operators, *operator_dlq, *current[OPERATOR_STATS]]))
         stats = []
         for name in names:
             count, size = operator_dlq.get(name, [0, 0])
