@@ -66,7 +66,9 @@ def compile(spec: ThrottleSpec, frame: StreamFrame, ctx: CompileContext, path: s
     reader (`sources.throttled`). Refuses what that reader cannot enforce."""
     body = join_path(path, KEY)
     kind = ctx.source_kind
-    if kind is None or kind not in THROTTLED_SOURCES:
+    if kind == "":
+        pass  # an unknown connection: `$source` reported it
+    elif kind is None or kind not in THROTTLED_SOURCES:
         ctx.problems.error(
             body,
             ProblemCode.UNSUPPORTED_OPTION,
