@@ -227,3 +227,34 @@ def test_figures_of_an_offset_given_as_text() -> None:
     assert throttle_figures(text) == {"throttledTimeMs": 12, "throttleEvents": 1}
     assert throttle_figures({"index": 3}) == {}
     assert throttle_figures("not json") == {}
+
+
+def test_file_reader_sizes_lines_without_their_newlines(tmp_path: Any) -> None:
+    from pipeline_stages._connectors.sources.files import FileStreamReader
+
+    (tmp_path / "001.jsonl").write_text('{"a": 1}\n{"bb": 22}', encoding="utf-8")  # no last \n
+    (tmp_path / "002.jsonl").write_text('{"c": 333}\n\n{"d": 4}\n', encoding="utf-8")
+    inner = FileStreamReader({"directory": str(tmp_path)})
+    start = inner.initialOffset()
+    end = inner.latestOffset(start, ReadAllAvailable())
+    texts = ['{"a": 1}', '{"bb": 22}', '{"c": 333}', "", '{"d": 4}']
+    assert inner.records_between(start, end) == 5
+    assert inner.bytes_between(start, end) == sum(len(t) for t in texts)
+    middle = inner.latestOffset(start, ReadMaxRows(3))
+    assert inner.bytes_between(start, middle) == sum(len(t) for t in texts[:3])
+    assert inner.bytes_between(middle, end) == sum(len(t) for t in texts[3:])
+    clock = FakeClock()
+    reader = ThrottledStreamReader(
+        FileStreamReader({"directory": str(tmp_path)}),
+        [Limit(bytes_per_sec=20)],
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    ends = _drain(reader, polls=50)
+    assert strip(ends[-1])["seq"] == 5
+    starts = [start, *ends]
+    assert all(
+        inner.bytes_between(strip(s), strip(e)) <= 20
+        or inner.records_between(strip(s), strip(e)) == 1
+        for s, e in zip(starts, ends, strict=False)
+    )
