@@ -81,3 +81,10 @@ def test_progress_reports_carry_the_figures_in_the_end_offset() -> None:
         "throttledTimeMs": 120,
         "throttleEvents": 1,
     }
+
+
+def test_the_cli_table_shows_nested_operator_stats_as_columns() -> None:
+    from service.cli.processors import _flat
+
+    flat = _flat({"name": "HttpsOperator", "latencyMs": {"p50": 5.0, "p99": 50.0}})
+    assert flat == {"name": "HttpsOperator", "latencyMs.p50": 5.0, "latencyMs.p99": 50.0}
