@@ -272,7 +272,7 @@ def _source_type(connection: Any) -> str:
 def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None]:
     from pipeline_stages._connectors.sources import documents, sample_solar
 
-    reader = ctx.spark.readStream
+    reader = ctx.read_stream()
     if spec.connection_name is None:
         if not isinstance(spec.documents, list):
             ctx.problems.error(
@@ -351,7 +351,8 @@ def _read_http_ingest(spec: SourceSpec, ctx: Any, connection: Any) -> Any:
     elif start is None:
         start = Spool(ctx.data_dir).latest_seq(connection.name)
     return (
-        ctx.spark.readStream.format(http_ingest.FORMAT)
+        ctx.read_stream()
+        .format(http_ingest.FORMAT)
         .option("dataDir", str(ctx.data_dir))
         .option("connection", connection.name)
         .option("startSeq", str(int(start)))

@@ -4,11 +4,19 @@ Atlas's fields: `messagesPerSec` and `bytesPerSec`, positive integers, at least 
 ("$throttle requires at least one of 'bytesPerSec' or 'messagesPerSec'"). Main pipeline only.
 
 Atlas holds documents back; a Spark micro-batch cannot be held back document by document,
-so Sluice throttles where the records are read: a token bucket per stage (refilled at each
-configured rate) caps how many records the next micro-batch may read, and the engine waits
-until the bucket has capacity before it starts a micro-batch. Nothing is dropped; the query
-falls behind its source instead, as in Atlas. `throttledTimeMs` and `throttleEvents` are
-reported in the stats.
+so Sluice throttles where the records are read: a token bucket per limit of every stage
+(refilled at its rate, holding one second's worth) caps how many records (and bytes) the next
+micro-batch may read, and the source's reader waits until every bucket has capacity before
+it plans a micro-batch (`_connectors/sources/rate_limit.py`, `throttled.py`). Nothing is
+dropped; the query falls behind its source instead, as in Atlas. `throttledTimeMs` and
+`throttleEvents` are reported in the stats.
+
+Since the buckets count the records the source reads, a `$throttle` after a `$match` limits
+the records before the filter (slower than Atlas when the filter drops some), and several
+`$throttle` stages all apply to the source's records. Refused with `unsupported_option`:
+`$throttle` after a window stage (its results are not what the source reads), `bytesPerSec`
+on sources that cannot size records before reading them (Kafka, HTTP ingest, change streams,
+the sample stream), and a source compiled outside the pipeline.
 """
 
 from __future__ import annotations
@@ -47,12 +55,40 @@ class ThrottleSpec(CheckedSpec):
             )
 
 
-def compile(spec: ThrottleSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001, ARG001
-    """Refused for now: the source-side token bucket is not wired in yet (never ignored)."""
-    ctx.problems.error(
-        join_path(path, KEY),
-        ProblemCode.UNSUPPORTED_OPTION,
-        "$throttle is parsed but not enforced by Sluice yet: the source-side rate limit is "
-        "not implemented",
-    )
+#: Sources whose records `bytesPerSec` can size before they are read (`bytes_between`).
+BYTE_SIZED_SOURCES = frozenset({"documents", "File"})
+#: Sources Sluice reads with its own readers (`sources.raw_source`), where the bucket lives.
+THROTTLED_SOURCES = frozenset({"documents", "Sample", "File", "HttpIngest", "Kafka", "Cluster"})
+
+
+def compile(spec: ThrottleSpec, frame: StreamFrame, ctx: CompileContext, path: str) -> StreamFrame:  # noqa: A001
+    """Nothing to add to the plan: `plan.compile_pipeline` handed the rates to the source's
+    reader (`sources.throttled`). Refuses what that reader cannot enforce."""
+    body = join_path(path, KEY)
+    kind = ctx.source_kind
+    if kind == "":
+        pass  # an unknown connection: `$source` reported it
+    elif kind is None or kind not in THROTTLED_SOURCES:
+        ctx.problems.error(
+            body,
+            ProblemCode.UNSUPPORTED_OPTION,
+            "$throttle limits the records its source reads, and this source "
+            f"({kind or 'compiled outside the pipeline'}) cannot be throttled",
+        )
+    elif spec.bytes_per_sec is not None and kind not in BYTE_SIZED_SOURCES:
+        ctx.problems.error(
+            join_path(body, "bytesPerSec"),
+            ProblemCode.UNSUPPORTED_OPTION,
+            f"bytesPerSec needs the sizes of the records before they are read, which a {kind} "
+            "source does not give; use messagesPerSec (bytesPerSec works on File and "
+            "documents sources)",
+        )
+    if ctx.after_window:
+        ctx.problems.error(
+            body,
+            ProblemCode.UNSUPPORTED_OPTION,
+            "$throttle after a window stage is not supported: Sluice throttles the records the "
+            "source reads, which would not limit the window's results to this rate; put "
+            "$throttle before the window",
+        )
     return frame

@@ -9,6 +9,10 @@ sink has collected them, and the query's current execution (`StreamExecution.las
 the batch's `IncrementalExecution`) holds it. `InputMetrics` reads it there, so the writer can
 persist the batch's input counts with its outputs, before the commit.
 
+The batch's `$throttle` figures (`throttledTimeMs`, `throttleEvents`) come along: the source's
+reader wrote them into the batch's end offset (`_connectors/sources/throttled.py`), which
+Spark's offset log holds before the batch runs.
+
 This reaches into Spark's JVM objects (`lastExecution().observedMetrics()`, stable since
 Spark 3.0 and checked by `tests/integration/test_sinks.py`). When that fails it logs once and
 returns None: the writer then has no input counts for the batch, and says so in the log.
@@ -21,9 +25,23 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from pipeline_stages._connectors.sources.rate_limit import throttle_figures
+from pipeline_stages._enrichment.operator_stats import METRIC_PREFIX, operator_counts
 from pipeline_stages._stream.batch import INPUT_METRICS
 
 log = logging.getLogger("sluice.engine")
+
+
+def _operator_rows(metrics: Any) -> dict[str, dict[str, Any]]:
+    """The operator stats metrics (`_enrichment.operator_stats`) of a Scala map of rows."""
+    rows: dict[str, dict[str, Any]] = {}
+    keys = metrics.keysIterator()
+    while keys.hasNext():
+        name = str(keys.next())
+        if name.startswith(METRIC_PREFIX):
+            row = metrics.apply(name)
+            rows[name] = {str(f): row.getAs(str(f)) for f in row.schema().fieldNames()}
+    return rows
 
 
 class InputMetrics:
@@ -41,7 +59,7 @@ class InputMetrics:
         self._execution_owner: Any = None
         self._warned = False
 
-    def __call__(self, batch_id: int) -> dict[str, int] | None:
+    def __call__(self, batch_id: int) -> dict[str, Any] | None:
         """`{"count", "bytes"}` of batch `batch_id` (call it after the batch's rows were
         computed), or None when they cannot be read."""
         try:
@@ -52,7 +70,7 @@ class InputMetrics:
             )
             return None
 
-    def _read(self, batch_id: int) -> dict[str, int] | None:
+    def _read(self, batch_id: int) -> dict[str, Any] | None:
         query = self._query()
         if query is None:
             self._warn("the query is not active")
@@ -61,12 +79,36 @@ class InputMetrics:
         if execution is None or int(execution.currentBatchId()) != batch_id:
             self._warn(f"the query's current execution is not batch {batch_id}")
             return None
-        found = execution.observedMetrics().get(INPUT_METRICS)
+        metrics = execution.observedMetrics()
+        found = metrics.get(INPUT_METRICS)
         if not found.isDefined():
             self._warn(f"batch {batch_id} has no {INPUT_METRICS} metric")
             return None
         row = found.get()
-        return {"count": int(row.getAs("count") or 0), "bytes": int(row.getAs("bytes") or 0)}
+        counts: dict[str, Any] = {
+            "count": int(row.getAs("count") or 0),
+            "bytes": int(row.getAs("bytes") or 0),
+        }
+        counts.update(self._throttle(query, batch_id))
+        operators = operator_counts(_operator_rows(metrics))
+        if operators:
+            counts["operators"] = operators
+        return counts
+
+    def _throttle(self, query: Any, batch_id: int) -> dict[str, int]:
+        """The `$throttle` figures the batch's end offset carries (`sources.throttled`), from
+        Spark's offset log, which holds the batch's offsets before it runs; {} without any."""
+        logged = query.offsetLog().get(batch_id)
+        if not logged.isDefined():
+            return {}
+        offsets = logged.get().offsets()
+        figures: dict[str, int] = {}
+        for index in range(offsets.size()):
+            offset = offsets.apply(index)
+            if offset.isDefined():
+                for key, value in throttle_figures(str(offset.get().json())).items():
+                    figures[key] = figures.get(key, 0) + value
+        return figures
 
     def _query(self) -> Any:
         if self._execution_owner is None:

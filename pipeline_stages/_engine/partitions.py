@@ -186,7 +186,7 @@ def assemble(
     work: PartitionWork,
     batch_id: int,
     rows: Sequence[Mapping[str, Any]],
-    input_counts: dict[str, int] | None,
+    input_counts: dict[str, Any] | None,
 ) -> tuple[BatchResult, list[tuple[str, str]]]:
     """The batch as its writer sees it, from the partitions' summary rows, and the files the
     sink staged (to publish). `outputs` holds only the sampled tail: see the module doc."""

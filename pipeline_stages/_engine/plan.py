@@ -23,6 +23,8 @@ from pyspark.sql import DataFrame
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sinks.plans import computed_names
 from pipeline_stages._connectors.sinks.targets import prepare_frame
+from pipeline_stages._connectors.sources.rate_limit import Limit
+from pipeline_stages._connectors.sources.throttled import encode_limits
 from pipeline_stages._engine.sink import ForeachBatchSink
 from pipeline_stages._entry import entry_of
 from pipeline_stages._stream.context import CompileContext, SourcePlan, WindowPlan
@@ -62,7 +64,7 @@ class CompiledPipeline:
         *,
         processor: str,
         state_dir: str | None,
-        input_counts: Callable[[int], dict[str, int] | None] | None = None,
+        input_counts: Callable[[int], dict[str, Any] | None] | None = None,
     ) -> ForeachBatchSink:
         """The `foreachBatch` function writing this pipeline's micro-batches to `writer`;
         a batch window engine keeps its state in `state_dir` (None: in memory). With a batch
@@ -78,6 +80,7 @@ class CompiledPipeline:
 def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPipeline:
     """Compile every stage in order; raises `PipelineInvalid` with all problems found."""
     source_stage = parsed.stages[0]
+    _prepare_throttle(parsed, ctx)
     source_plan: SourcePlan = entry_of(source_stage.spec).module.compile(
         source_stage.spec, ctx, source_stage.path
     )
@@ -119,6 +122,7 @@ def compile_after_source(
             frame = prepare_frame(sink, frame, ctx, stage.path, key=stage.key)
         elif stage.key in WINDOW_KEYS:
             window = module.compile(stage.spec, frame, ctx, stage.path)
+            ctx.after_window = True
             batch_window = getattr(window, "batch", None)
             after_window = rest[index + 1 :]
             # A window that ran stages on its results hands them over as a frame.
@@ -141,6 +145,24 @@ def compile_after_source(
         source_type=source_plan.source_type,
         batch_window=batch_window,
     )
+
+
+def _prepare_throttle(parsed: ParsedPipeline, ctx: CompileContext) -> None:
+    """Hand every `$throttle`'s rates to the source's reader, which enforces them where each
+    micro-batch is planned (`sources.throttled`), and tell the stages what the source is."""
+    source = parsed.stages[0].spec
+    name = getattr(source, "connection_name", None)
+    connection = ctx.connection(name) if name else None
+    ctx.source_kind = "documents" if name is None else (connection.type if connection else "")
+    limits = [
+        Limit(
+            getattr(stage.spec, "messages_per_sec", None),
+            getattr(stage.spec, "bytes_per_sec", None),
+        )
+        for stage in parsed.stages[1:]
+        if stage.key == "$throttle"
+    ]
+    ctx.throttle = encode_limits(limits) if limits else None
 
 
 def _after_window(

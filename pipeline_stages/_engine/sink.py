@@ -67,7 +67,7 @@ class ForeachBatchSink:
         processor: str,
         window: Any | None = None,
         pipelined: bool = True,
-        input_counts: Callable[[int], dict[str, int] | None] | None = None,
+        input_counts: Callable[[int], dict[str, Any] | None] | None = None,
     ) -> None:
         self.writer = writer
         self.processor = processor
@@ -100,7 +100,7 @@ class ForeachBatchSink:
         self.write_envelopes(batch_id, found, counts)
 
     def _write_summary(
-        self, batch_id: int, rows: list[dict[str, Any]], counts: dict[str, int] | None
+        self, batch_id: int, rows: list[dict[str, Any]], counts: dict[str, Any] | None
     ) -> None:
         """Publish what the partitions staged, then hand the summarised batch to the writer."""
         if self._work is None:
@@ -126,7 +126,7 @@ class ForeachBatchSink:
         return self._folds.failure if self._folds is not None else None
 
     def write_envelopes(
-        self, batch_id: int, found: list[Any], input_counts: dict[str, int] | None = None
+        self, batch_id: int, found: list[Any], input_counts: dict[str, Any] | None = None
     ) -> None:
         """Hand one batch's envelopes (and its input counts, if known) to the writer, in
         emission order."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._connectors.http_client import HttpPolicy
@@ -26,6 +26,7 @@ from pipeline_stages._enrichment.https_runner import (
     HttpsJob,
     names,
 )
+from pipeline_stages._enrichment.operator_stats import LATENCY_MS, observe_operator
 from pipeline_stages._entry import entry_of
 from pipeline_stages._mql.expressions import compile_expression
 from pipeline_stages._mql.ops.paths import set_field
@@ -84,7 +85,12 @@ def compile_https(
     prepared = with_body.prepared(scope)
     df = prepared.df.withColumns(columns)
     schema = StructType(
-        [*df.schema.fields, StructField(RESULT, StringType()), StructField(ERROR, StringType())]
+        [
+            *df.schema.fields,
+            StructField(RESULT, StringType()),
+            StructField(ERROR, StringType()),
+            StructField(LATENCY_MS, DoubleType()),
+        ]
     )
     job = HttpsJob(
         url=str(info.config["url"]),
@@ -99,7 +105,15 @@ def compile_https(
         on_error=spec.on_error,
         parse_json_strings=spec.config.parse_json_strings,
     )
-    answered = StreamFrame(df.mapInArrow(job, schema))
+    observed = observe_operator(
+        df.mapInArrow(job, schema),
+        operator=operator,
+        path=path,
+        healthy=HEALTHY,
+        error=ERROR,
+        cached=False,
+    )
+    answered = StreamFrame(observed.drop(LATENCY_MS))
     result = F.col(DOC)
     if spec.as_ is not None:
         response = Expr(value=F.parse_json(F.col(RESULT)))

@@ -24,6 +24,7 @@ from pipeline_stages._connectors.http_client import (
     parse_response,
     send_all,
 )
+from pipeline_stages._enrichment.operator_stats import LATENCY_MS
 from pipeline_stages._stream.json_text import prefer_double
 
 if TYPE_CHECKING:
@@ -69,11 +70,15 @@ class HttpsJob:
             requests, errors = self._requests(columns, batch.num_rows)
             outcomes = send_all(requests, self.policy)
             results: list[str | None] = [None] * batch.num_rows
+            latencies: list[float | None] = [None] * batch.num_rows
             for index, outcome in enumerate(outcomes):
                 if outcome is not None:
                     results[index], errors[index] = self._settle(outcome)
-            yield batch.append_column(RESULT, pa.array(results, pa.string())).append_column(
-                ERROR, pa.array(errors, pa.string())
+                    latencies[index] = outcome.elapsed_ms
+            yield (
+                batch.append_column(RESULT, pa.array(results, pa.string()))
+                .append_column(ERROR, pa.array(errors, pa.string()))
+                .append_column(LATENCY_MS, pa.array(latencies, pa.float64()))
             )
 
     def _requests(

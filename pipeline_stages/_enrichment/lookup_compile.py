@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, StructType
 
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._enrichment.lookup_runner import (
@@ -24,6 +24,7 @@ from pipeline_stages._enrichment.lookup_runner import (
     CacheConfig,
     LookupJob,
 )
+from pipeline_stages._enrichment.operator_stats import CACHE_HIT, LATENCY_MS, observe_operator
 from pipeline_stages._mql.expressions import compile_expression
 from pipeline_stages._mql.ops.paths import set_field
 from pipeline_stages._mql.scope import Expr
@@ -62,9 +63,20 @@ def compile_lookup(
     prepared = frame.prepared(scope)
     df = prepared.df.withColumns(columns)
     schema = StructType(
-        [*df.schema.fields, StructField(RESULT, StringType()), StructField(ERROR, StringType())]
+        [
+            *df.schema.fields,
+            StructField(RESULT, StringType()),
+            StructField(ERROR, StringType()),
+            StructField(LATENCY_MS, DoubleType()),
+            StructField(CACHE_HIT, IntegerType()),
+        ]
     )
-    joined = StreamFrame(df.mapInArrow(_job(spec, ctx, path=path), schema))
+    answered = df.mapInArrow(_job(spec, ctx, path=path), schema)
+    cached = getattr(spec, "ttl", None) is not None
+    answered = observe_operator(
+        answered, operator=operator, path=path, healthy=HEALTHY, error=ERROR, cached=cached
+    )
+    joined = StreamFrame(answered.drop(LATENCY_MS, CACHE_HIT))
     matches = Expr(value=F.parse_json(F.col(RESULT)))
     result = Expr(value=set_field(F.col(DOC), spec.as_, matches).value, error=F.col(ERROR))
     done = joined.with_doc(result, operator=operator).finished(scope)

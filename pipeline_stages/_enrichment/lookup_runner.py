@@ -9,12 +9,13 @@ first looks every distinct local value up in the executor's cache and queries on
 
 It adds two string columns: the JSON of the `as` array for each healthy row, and a per-row
 error (a key that cannot be decoded, a result that cannot be encoded): that row goes to the
-DLQ. A store that cannot answer fails the micro-batch, which Spark retries.
+DLQ; and the per-operator stats columns (`operator_stats`: store query latencies, cache hits). A store that cannot answer fails the micro-batch, which Spark retries.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from pipeline_stages._documents.ejson import from_relaxed_ejson
 from pipeline_stages._documents.values import MISSING, get_path, set_path, sort_key, to_ejson
 from pipeline_stages._enrichment.cache import LookupCache, cache_for
 from pipeline_stages._enrichment.matching import ForeignIndex, distinct_values, local_keys
+from pipeline_stages._enrichment.operator_stats import CACHE_HIT, LATENCY_MS
 from pipeline_stages._stream.json_text import prefer_double
 
 if TYPE_CHECKING:
@@ -68,18 +70,22 @@ class LookupJob:
 
         held = list(batches)
         rows = _Rows.read(held, len(self.let_names))
-        results, errors = self._resolve(rows)
+        results, errors, timing = self._resolve(rows)
         offset = 0
         for batch in held:
             end = offset + batch.num_rows
-            yield batch.append_column(
-                RESULT, pa.array(results[offset:end], pa.string())
-            ).append_column(ERROR, pa.array(errors[offset:end], pa.string()))
+            yield (
+                batch.append_column(RESULT, pa.array(results[offset:end], pa.string()))
+                .append_column(ERROR, pa.array(errors[offset:end], pa.string()))
+                .append_column(LATENCY_MS, pa.array(timing.latency[offset:end], pa.float64()))
+                .append_column(CACHE_HIT, pa.array(timing.hit[offset:end], pa.int32()))
+            )
             offset = end
 
-    def _resolve(self, rows: _Rows) -> tuple[list[str | None], list[str | None]]:
+    def _resolve(self, rows: _Rows) -> tuple[list[str | None], list[str | None], _Timing]:
         results: list[str | None] = [None] * rows.count
         errors: list[str | None] = [None] * rows.count
+        timing = _Timing(latency=[None] * rows.count, hit=[None] * rows.count)
         # Rows are grouped by their key text first (cheap), then texts by MQL value: `1` and
         # `1.0` are one request, and one cache entry.
         by_value: dict[Hashable, list[int]] = {}
@@ -97,21 +103,32 @@ class LookupJob:
             )
             by_value.setdefault(group, []).extend(indexes)
             requests.setdefault(group, (local, lets))
-        answers = self._answers(requests)
+        answers, hits, latencies = self._answers(requests)
         for value, indexes in by_value.items():
             text, error = answers[value]
             for index in indexes:
                 results[index], errors[index] = text, error
-        return results, errors
+            if value in hits:  # one cache look-up per distinct key, on its first row
+                timing.hit[indexes[0]] = int(hits[value])
+        # One latency per store query, each on a row of its own (there are fewer queries
+        # than rows: each query answers at least one row).
+        timing.latency[: len(latencies)] = latencies
+        return results, errors, timing
 
     def _answers(
         self, requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]]
-    ) -> dict[Hashable, tuple[str | None, str | None]]:
+    ) -> tuple[dict[Hashable, tuple[str | None, str | None]], dict[Hashable, bool], list[float]]:
+        """The answer per request, whether the cache had it (`$cachedLookup`), and the
+        latency (ms) of each store query made."""
         cache = self._cache()
         answers: dict[Hashable, tuple[str | None, str | None]] = {}
+        hits: dict[Hashable, bool] = {}
+        latencies: list[float] = []
         missing = {}
         for group, request in requests.items():
             hit = cache.get(group) if cache is not None else None
+            if cache is not None:
+                hits[group] = hit is not None
             if hit is not None:
                 answers[group] = (hit, None)
             else:
@@ -119,16 +136,16 @@ class LookupJob:
         if missing:
             store = self.stores(self.connection)
             fetched = (
-                self._fetch_by_pipeline(store, missing)
+                self._fetch_by_pipeline(store, missing, latencies)
                 if self.pipeline or self.let_names
-                else self._fetch_by_keys(store, missing)
+                else self._fetch_by_keys(store, missing, latencies)
             )
             memo: dict[int, str] = {}
             for group, docs in fetched.items():
                 answers[group] = (None, docs) if isinstance(docs, str) else _encode(docs, memo)
                 if cache is not None and answers[group][1] is None:
                     cache.put(group, answers[group][0] or "[]")
-        return answers
+        return answers, hits, latencies
 
     def _cache(self) -> LookupCache | None:
         if self.cache is None:
@@ -136,17 +153,25 @@ class LookupJob:
         return cache_for(self.cache.name, ttl_ms=self.cache.ttl_ms, max_bytes=self.cache.max_bytes)
 
     def _fetch_by_keys(
-        self, store: KeyedDocuments, requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]]
+        self,
+        store: KeyedDocuments,
+        requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]],
+        latencies: list[float],
     ) -> dict[Hashable, list[Mapping[str, Any]]]:
         assert self.foreign_field is not None  # noqa: S101 - the compiler guarantees it
         keys = {group: local_keys(local) for group, (local, _) in requests.items()}
         wanted = distinct_values(k for values in keys.values() for k in values)
+        started = time.perf_counter()
         docs = store.find_by_keys(self.db, self.coll, self.foreign_field, wanted)
+        latencies.append((time.perf_counter() - started) * 1000)
         index = ForeignIndex(docs, self.foreign_field)
         return {group: index.matches(values) for group, values in keys.items()}
 
     def _fetch_by_pipeline(
-        self, store: KeyedDocuments, requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]]
+        self,
+        store: KeyedDocuments,
+        requests: Mapping[Hashable, tuple[Any, tuple[Any, ...]]],
+        latencies: list[float],
     ) -> dict[Hashable, list[Mapping[str, Any]] | str]:
         out: dict[Hashable, list[Mapping[str, Any]] | str] = {}
         for group, (local, lets) in requests.items():
@@ -155,6 +180,7 @@ class LookupJob:
             if self.local_field is not None and self.foreign_field is not None:
                 keys = local_keys(local)
                 query.filters.insert(0, {self.foreign_field: {"$in": keys}})
+            started = time.perf_counter()
             try:
                 docs = store.find(
                     self.db,
@@ -170,8 +196,18 @@ class LookupJob:
                 # documents that asked go to the DLQ, the rest of the batch goes on.
                 out[group] = f"the lookup pipeline failed in the store: {exc!r}"
                 continue
+            finally:
+                latencies.append((time.perf_counter() - started) * 1000)
             out[group] = [query.project(d) for d in docs]
         return out
+
+
+@dataclass
+class _Timing:
+    """The per-row stats columns (`operator_stats`): query latencies and cache hits."""
+
+    latency: list[float | None]
+    hit: list[int | None]
 
 
 @dataclass

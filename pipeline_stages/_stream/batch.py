@@ -75,7 +75,7 @@ class BatchResult:
     order: list[tuple[str, int]] = field(default_factory=list)
     #: The source's records and bytes read by this batch (`INPUT_METRICS`, DLQ'd ones
     #: included), when the engine read them with the batch; None otherwise.
-    input: dict[str, int] | None = None
+    input: dict[str, Any] | None = None
     #: Set when the sink already wrote the batch on the executors: `outputs` and `order` then
     #: hold only the batch's last messages (for `sample`), `dlq` every DLQ record.
     totals: OutputTotals | None = None

@@ -11,6 +11,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._stream.frame import StreamFrame
 
+#: The data source option carrying a pipeline's `$throttle` limits to its source's reader
+#: (`_connectors.sources.throttled`): a JSON array of `{messagesPerSec, bytesPerSec}`.
+THROTTLE_OPTION = "throttle"
+
 
 @dataclass(frozen=True)
 class ConnectionInfo:
@@ -55,6 +59,23 @@ class CompileContext:
     #: Opens a connection's collections on an executor for `$lookup`/`$cachedLookup` (a
     #: picklable `_connectors.ports.LookupStores` the runner provides); None: no lookups.
     lookup_stores: Any = None
+    #: The `$throttle` option of the source's reader (`sources.throttled.encode_limits` of
+    #: every `$throttle` in the pipeline), set before `$source` compiles; None: no throttle.
+    throttle: str | None = None
+    #: The kind of source the pipeline reads, set by `plan.compile_pipeline` before `$source`
+    #: compiles (`documents` or a connection type); None: the source was compiled elsewhere
+    #: (tests' scripted sources), which `$throttle` cannot reach.
+    source_kind: str | None = None
+    #: Set once a window stage is compiled: the stages after it see its results.
+    after_window: bool = False
+
+    def read_stream(self) -> Any:
+        """`spark.readStream`, carrying the pipeline's `$throttle` to Sluice's source readers
+        (`sources.raw_source.RawRecordSource.streamReader` applies it)."""
+        reader = self.spark.readStream
+        if self.throttle is not None:
+            reader = reader.option(THROTTLE_OPTION, self.throttle)
+        return reader
 
     def connection(self, name: str) -> ConnectionInfo | None:
         """Look a connection up, built-ins included."""

@@ -209,8 +209,10 @@ def stats(
     scalars = [
         (k, v) for k, v in body.items() if not isinstance(v, list | dict) or k == "watermark"
     ]
+    # `throttle` holds Atlas's `throttle.throttledTimeMs` and `throttle.throttleEvents`.
+    scalars += [(f"throttle.{k}", v) for k, v in (body.get("throttle") or {}).items()]
     table(state_of(ctx), ("FIELD", "VALUE"), scalars)
-    operators = body.get("operatorStats") or []
+    operators = [_flat(op) for op in body.get("operatorStats") or []]
     if operators:
         columns = sorted({key for op in operators for key in op} - {"name"})
         table(
@@ -218,6 +220,17 @@ def stats(
             ("OPERATOR", *columns),
             [[op["name"], *(op.get(c, "") for c in columns)] for op in operators],
         )
+
+
+def _flat(operator: dict[str, Any]) -> dict[str, Any]:
+    """An operator's stats with nested objects (`latencyMs`) as dotted columns."""
+    out: dict[str, Any] = {}
+    for key, value in operator.items():
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
 
 
 @processors_app.command("sample")

@@ -16,6 +16,9 @@ Where the numbers come from:
 * `outputMessageCount` / `outputMessageSize`: the documents the sink wrote (JSON text bytes),
   counted by the partitions that wrote them (`pipeline_stages._engine.partitions`);
   `dlqMessageCount` / `dlqMessageSize`: the DLQ records the writer received;
+* `throttle.throttledTimeMs` / `throttle.throttleEvents` (`$throttle`) and the enrichment
+  stages' per-operator counts, latencies and cache hits (`operatorStats`): read with the input
+  counts (`pipeline_stages._engine.observed`), from the batch's end offset and observed metrics;
 * `stateSize`, `watermark`: the window operator's stats rows, else Spark's state operators and
   event-time watermark. These are gauges, not counts: they are persisted with the processor
   record every `stats_flush_seconds` and on stop.
@@ -28,12 +31,17 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline_stages._connectors.sources.rate_limit import throttle_figures
+from pipeline_stages._enrichment.operator_stats import operator_counts, public_stats
 from pipeline_stages.source import INPUT_METRICS
+from pipeline_stages.throttle import OPERATOR_NAME as THROTTLE_OPERATOR
 from service.stores.stats_ledger import (
     COUNTERS,
     LANE_BATCHES,
     LANE_PROGRESS,
     OPERATOR_DLQ,
+    OPERATOR_STATS,
+    THROTTLE_COUNTERS,
     StatsLedger,
 )
 
@@ -145,6 +153,9 @@ class LiveStats:
         if input_metrics is not None and not self.input_from_progress:
             part["inputMessageCount"] = int(input_metrics.get("count", 0) or 0)
             part["inputMessageSize"] = int(input_metrics.get("bytes", 0) or 0)
+            for name in THROTTLE_COUNTERS:
+                part[name] = int(input_metrics.get(name, 0) or 0)
+            part[OPERATOR_STATS] = dict(input_metrics.get("operators") or {})
         counted = self._record(LANE_BATCHES, batch_id, part)
         with self._lock:
             self._window_stats(window_stats)
@@ -187,10 +198,14 @@ class LiveStats:
         if self.input_from_progress:
             observed = (progress.get("observedMetrics") or {}).get(INPUT_METRICS) or {}
             rows = observed.get("count", progress.get("numInputRows", 0))
-            part = {
+            part: dict[str, Any] = {
                 "inputMessageCount": int(rows or 0),
                 "inputMessageSize": int(observed.get("bytes", 0) or 0),
             }
+            for source in progress.get("sources") or []:
+                for name, value in throttle_figures(source.get("endOffset")).items():
+                    part[name] = part.get(name, 0) + value
+            part[OPERATOR_STATS] = operator_counts(progress.get("observedMetrics") or {})
             counted = self._record(LANE_PROGRESS, batch_id, part)
         with self._lock:
             key = (self.generation, batch_id)
@@ -233,7 +248,9 @@ class LiveStats:
             record: dict[str, Any] = {name: current[name] for name in COUNTERS}
             record["stateSize"] = self.state_size
             record["watermark"] = self.watermark
+            record["throttle"] = {name: current[name] for name in THROTTLE_COUNTERS}
             record["_operatorDlq"] = {k: list(v) for k, v in current[OPERATOR_DLQ].items()}
+            record["_operatorStats"] = current[OPERATOR_STATS]
             record["_lastBatch"] = self.last_batch
             return record
 
@@ -273,6 +290,10 @@ class LiveStats:
             out["stateSize"] = self.state_size / scale if scale != 1 else self.state_size
             out["watermark"] = self.watermark
             out["lastStateChange"] = last_state_change.astimezone(UTC).isoformat()
+            operators = list(operators)
+            throttle = {name: current[name] for name in THROTTLE_COUNTERS}
+            if THROTTLE_OPERATOR in operators or any(throttle.values()):
+                out["throttle"] = throttle
             if verbose:
                 out["operatorStats"] = self._operators(current, operators, scale)
                 out["lastBatch"] = self.last_batch
@@ -282,7 +303,7 @@ class LiveStats:
         self, current: Mapping[str, Any], operators: Iterable[str], scale: int
     ) -> list[dict[str, Any]]:
         operator_dlq = current[OPERATOR_DLQ]
-        names = list(dict.fromkeys([*operators, *operator_dlq]))
+        names = list(dict.fromkeys([*operators, *operator_dlq, *current[OPERATOR_STATS]]))
         stats = []
         for name in names:
             count, size = operator_dlq.get(name, [0, 0])
@@ -294,6 +315,10 @@ class LiveStats:
             if name == "SourceOperator":
                 entry["inputMessageCount"] = current["inputMessageCount"]
                 entry["inputMessageSize"] = current["inputMessageSize"]
+            if name == THROTTLE_OPERATOR:
+                entry.update({counter: current[counter] for counter in THROTTLE_COUNTERS})
+            if name in current[OPERATOR_STATS]:
+                entry.update(public_stats(current[OPERATOR_STATS][name]))
             stats.append(entry)
         return stats
 

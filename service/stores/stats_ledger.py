@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline_stages._enrichment.operator_stats import add_operators
+
 #: Atlas's cumulative counters (`stats`), in their order.
 COUNTERS = (
     "inputMessageCount",
@@ -40,8 +42,14 @@ COUNTERS = (
     "dlqMessageCount",
     "dlqMessageSize",
 )
+#: `$throttle`'s cumulative counters (Atlas's `throttle.throttledTimeMs` and
+#: `throttle.throttleEvents`), kept beside Atlas's top-level ones.
+THROTTLE_COUNTERS = ("throttledTimeMs", "throttleEvents")
 #: Per-operator DLQ counts inside a counts document: `{operator: [count, size]}`.
 OPERATOR_DLQ = "operatorDlq"
+#: Per-operator stats of the enrichment stages inside a counts document:
+#: `{operator: {counters, "latencyBuckets": [...]}}` (`pipeline_stages._enrichment.operator_stats`).
+OPERATOR_STATS = "operatorStats"
 #: What the batch writer records.
 LANE_BATCHES = "batches"
 #: What Spark's progress reports record (input only, when batches do not carry it).
@@ -52,13 +60,19 @@ Counts = dict[str, Any]
 
 def add_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> Counts:
     """`left + right`, counter by counter and operator by operator."""
-    out: Counts = {name: int(left.get(name, 0)) + int(right.get(name, 0)) for name in COUNTERS}
+    out: Counts = {
+        name: int(left.get(name, 0)) + int(right.get(name, 0))
+        for name in (*COUNTERS, *THROTTLE_COUNTERS)
+    }
     operators: dict[str, list[int]] = {k: list(v) for k, v in left.get(OPERATOR_DLQ, {}).items()}
     for name, (count, size) in right.get(OPERATOR_DLQ, {}).items():
         entry = operators.setdefault(name, [0, 0])
         entry[0] += int(count)
         entry[1] += int(size)
     out[OPERATOR_DLQ] = operators
+    out[OPERATOR_STATS] = add_operators(
+        left.get(OPERATOR_STATS) or {}, right.get(OPERATOR_STATS) or {}
+    )
     return out
 
 
@@ -66,8 +80,12 @@ def counts_of(stored: Mapping[str, Any]) -> Counts:
     """The counters (and per-operator DLQ counts) in a persisted stats document (the
     processor record's `stats`, written before this ledger existed)."""
     out: Counts = {name: int(stored.get(name, 0) or 0) for name in COUNTERS}
+    throttle = stored.get("throttle") or {}
+    for name in THROTTLE_COUNTERS:
+        out[name] = int(throttle.get(name, 0) or 0)
     operators = stored.get("_operatorDlq") or stored.get(OPERATOR_DLQ) or {}
     out[OPERATOR_DLQ] = {k: [int(v[0]), int(v[1])] for k, v in dict(operators).items()}
+    out[OPERATOR_STATS] = add_operators({}, stored.get("_operatorStats") or {})
     return out
 
 

@@ -217,6 +217,10 @@ class ChangeStreamReader(DataSourceStreamReader):
         self._planned[(position.token, end.token)] = events
         return end.to_offset()
 
+    def records_between(self, start: dict[str, Any], end: dict[str, Any]) -> int:
+        """Events between two offsets (`$throttle`)."""
+        return StreamPosition.parse(end).seq - StreamPosition.parse(start).seq
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """One partition carrying the planned events (None on a replay: read them again)."""
         if start == end:
@@ -300,7 +304,8 @@ def read_change_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any |
         return None
     limit = getattr(spec.config, "max_offsets_per_trigger", None) or DEFAULT_MAX_PER_BATCH
     return (
-        ctx.spark.readStream.format(FORMAT)
+        ctx.read_stream()
+        .format(FORMAT)
         .option("uri", uri)
         .option("db", spec.db or "")
         .option("coll", json.dumps(spec.coll))

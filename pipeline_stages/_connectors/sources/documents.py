@@ -61,6 +61,15 @@ class DocumentsStreamReader(DataSourceStreamReader):
         """The end of the array: lets progress reports show the remaining backlog."""
         return {"index": len(self.texts)}
 
+    def records_between(self, start: dict[str, Any], end: dict[str, Any]) -> int:
+        """Documents between two offsets (`$throttle`)."""
+        return int(end["index"]) - int(start["index"])
+
+    def bytes_between(self, start: dict[str, Any], end: dict[str, Any]) -> int:
+        """Their JSON text's bytes (`$throttle`'s `bytesPerSec`)."""
+        texts = self.texts[int(start["index"]) : int(end["index"])]
+        return sum(len(text.encode()) for text in texts)
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """One partition per micro-batch range."""
         lo, hi = int(start["index"]), int(end["index"])

@@ -206,6 +206,22 @@ class FileStreamReader(DataSourceStreamReader):
         now = int(time.time() * 1000)
         return advance(position, self._readable(position.file), max_rows, now).to_offset()
 
+    def records_between(self, start: dict[str, Any], end: dict[str, Any]) -> int:
+        """Lines between two offsets (`$throttle`)."""
+        return FilePosition.parse(end).seq - FilePosition.parse(start).seq
+
+    def bytes_between(self, start: dict[str, Any], end: dict[str, Any]) -> int:
+        """The bytes of those lines, without their newlines (`$throttle`'s `bytesPerSec`;
+        what `inputMessageSize` counts of them)."""
+        first, last = FilePosition.parse(start), FilePosition.parse(end)
+        total = 0
+        for name, begin, stop in line_ranges(first, last, listed(self.directory)):
+            index = self._index(name)
+            stop = index.lines(final=True) if stop < 0 else stop
+            newlines = max(0, min(stop, len(index.newlines)) - begin)
+            total += _line_start(index, stop) - _line_start(index, begin) - newlines
+        return total
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """The batch's lines cut over up to `parallelism` tasks (`file_ranges.plan_tasks`)."""
         if start == end:
@@ -238,6 +254,11 @@ class FileStreamReader(DataSourceStreamReader):
         """Nothing to do: files are never deleted by Sluice."""
 
 
+def _line_start(index: LineIndex, line: int) -> int:
+    """Where line `line` (0-based) begins; the file's size past its last line."""
+    return index.start(line) if line < index.lines(final=True) else index.size
+
+
 def read_file_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | None:
     """The stream of `$source` on a File connection, or None (problem recorded)."""
     root = connection.config.get("directory")
@@ -261,7 +282,8 @@ def read_file_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | N
         )
         return None
     return (
-        ctx.spark.readStream.format(FORMAT)
+        ctx.read_stream()
+        .format(FORMAT)
         .option("directory", directory)
         .option("relative", "" if relative == "." else relative)
         .option("maxRecordsPerBatch", str(_batch_limit(spec)))

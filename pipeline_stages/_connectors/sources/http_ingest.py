@@ -121,6 +121,10 @@ class HttpIngestStreamReader(DataSourceStreamReader):
         """The spool's end: lets progress reports show the backlog."""
         return {"seq": self._spool().latest_seq(self.connection)}
 
+    def records_between(self, start: dict[str, Any], end: dict[str, Any]) -> int:
+        """Records between two offsets (`$throttle`)."""
+        return int(end["seq"]) - int(start["seq"])
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """Records `start + 1 .. end`, cut over up to `parallelism` tasks of at least
         `minRowsPerTask` records, each told where its first record is (`spool_read`)."""

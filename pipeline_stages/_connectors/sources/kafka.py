@@ -155,6 +155,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         """The high watermarks: lets progress reports show the backlog."""
         return self.watermarks("latest")
 
+    def records_between(self, start: dict[str, Any], end: dict[str, Any]) -> int:
+        """Offsets between two offsets, every partition (`$throttle`; a compacted topic's
+        gaps count too, so the throttle errs on the slow side)."""
+        begin, finish = K.normalise(start), K.normalise(end)
+        return sum(
+            max(0, offset - begin.get(topic, {}).get(partition, offset))
+            for topic, parts in finish.items()
+            for partition, offset in parts.items()
+        )
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """One input partition per Kafka partition with records in `[start, end)`, a large
         backlog cut into about `minPartitions` (`kafka_offsets.split_ranges`)."""

@@ -69,7 +69,8 @@ def compile_kafka_source(
     except ValueError as error:
         ctx.problems.error(join_path(body, "connectionName"), ProblemCode.INVALID_VALUE, str(error))
         conf = {"bootstrap.servers": "invalid:0"}
-    native = _use_native(ctx.spark)
+    # `$throttle` lives in Sluice's own reader (`sources.throttled`): Spark's cannot carry it.
+    native = ctx.throttle is None and _use_native(ctx.spark)
     if not native and not _confluent_installed():
         ctx.problems.error(
             join_path(body, "connectionName"),
@@ -177,7 +178,7 @@ def _use_native(spark: Any) -> bool:
 
 
 def _python_stream(ctx: Any, options: dict[str, str]) -> DataFrame:
-    return ctx.spark.readStream.format(FORMAT).options(**options).load()
+    return ctx.read_stream().format(FORMAT).options(**options).load()
 
 
 def _native_stream(spark: Any, options: dict[str, str], topics: list[str]) -> DataFrame:

@@ -12,6 +12,12 @@ from typing import Any, ClassVar, Protocol
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
+from pipeline_stages._connectors.sources.throttled import (
+    THROTTLE_OPTION,
+    ThrottledStreamReader,
+    decode_limits,
+)
+
 #: The row every source yields (see the package docstring for the fields).
 RAW_SCHEMA = "part INT, seq BIGINT, raw STRING, source_ts_ms BIGINT, meta STRING, error STRING"
 
@@ -54,5 +60,11 @@ class RawRecordSource(DataSource):
         return RAW_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
-        """A new reader for one query (Spark builds one per query start)."""
-        return type(self).stream_reader(dict(self.options))
+        """A new reader for one query (Spark builds one per query start), wrapped in the
+        pipeline's `$throttle` when the options carry one (`throttled`)."""
+        options = dict(self.options)
+        reader = type(self).stream_reader(options)
+        limits = options.get(THROTTLE_OPTION)
+        if limits:
+            return ThrottledStreamReader(reader, decode_limits(limits))
+        return reader

@@ -73,6 +73,10 @@ class SampleSolarStreamReader(DataSourceStreamReader):
             due = min(due, int(start["index"]) + limit.max_rows)
         return {"index": max(int(start["index"]), due), "startMs": int(start["startMs"])}
 
+    def records_between(self, start: dict[str, Any], end: dict[str, Any]) -> int:
+        """Documents between two offsets (`$throttle`)."""
+        return int(end["index"]) - int(start["index"])
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """One partition per micro-batch range."""
         lo, hi = int(start["index"]), int(end["index"])

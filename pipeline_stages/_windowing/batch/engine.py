@@ -105,7 +105,7 @@ class BatchInput:
     #: The query's session, for the stages after the window.
     session: SparkSession
     #: The source's records and bytes read by the batch (`BatchResult.input`), if known.
-    input: dict[str, int] | None = None
+    input: dict[str, Any] | None = None
 
 
 class BatchWindow:

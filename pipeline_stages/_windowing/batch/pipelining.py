@@ -36,9 +36,9 @@ from pipeline_stages._windowing.batch.input_log import INPUT_DIR, InputLog
 log = logging.getLogger("sluice.window")
 
 #: What a folded batch's envelopes are handed to: `(batch id, envelopes, input counts)`.
-Write = Callable[[int, list[Any], dict[str, int] | None], None]
+Write = Callable[[int, list[Any], dict[str, Any] | None], None]
 #: Reads the input counts of the batch in progress (`_engine.observed.InputMetrics`).
-InputCounts = Callable[[int], dict[str, int] | None]
+InputCounts = Callable[[int], dict[str, Any] | None]
 
 
 class WindowFoldError(RuntimeError):

@@ -18,6 +18,7 @@ from pipeline_stages._enrichment.lookup_runner import (
     CacheConfig,
     LookupJob,
 )
+from pipeline_stages._enrichment.operator_stats import CACHE_HIT, LATENCY_MS
 
 PRODUCTS = [
     {"_id": 1, "sku": "a", "price": 5},
@@ -120,3 +121,26 @@ def test_pipeline_errors_send_only_their_rows_to_the_dlq() -> None:
         pipeline=({"$match": {"price": {"$gte": 5}}}, {"$sort": {"price": -1}}, {"$limit": 1}),
     )
     assert run(plain, [None], s=['"x"']) == [[2]]
+
+
+def _stats_columns(job: LookupJob, keys: list[str | None]) -> tuple[list[Any], list[Any]]:
+    columns = {
+        HEALTHY: pa.array([True] * len(keys)),
+        LOCAL: pa.array(keys, pa.string()),
+    }
+    (out,) = list(job(iter([pa.record_batch(columns)])))
+    return out.column(LATENCY_MS).to_pylist(), out.column(CACHE_HIT).to_pylist()
+
+
+def test_stats_columns_carry_one_latency_per_store_query_and_one_hit_flag_per_key() -> None:
+    store = MemoryStore(PRODUCTS)
+    latency, hits = _stats_columns(job(store), ['"a"', '"b"', '"a"'])
+    assert len([x for x in latency if x is not None]) == len(store.asked) == 1
+    assert all(x >= 0 for x in latency if x is not None)
+    assert hits == [None, None, None]  # no cache: no hit flags
+    cached = job(store, cache=CacheConfig(name="test/stats", ttl_ms=60_000, max_bytes=10_000))
+    _, first = _stats_columns(cached, ['"a"', '"b"', '"a"'])
+    assert sorted(x for x in first if x is not None) == [0, 0]  # two distinct keys, both missed
+    latency, again = _stats_columns(cached, ['"a"', '"b"', '"c"'])
+    assert sorted(x for x in again if x is not None) == [0, 1, 1]
+    assert len([x for x in latency if x is not None]) == 1  # only "c" was asked for

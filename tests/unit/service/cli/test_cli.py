@@ -197,3 +197,27 @@ def test_ingest_sends_records_as_written(api: TestClient, tmp_path: Path) -> Non
     lines.write_text('{"i": 1}\n' + "\n" * 3000 + '{"i": 2}\n')  # blank lines fill a chunk
     chunked = sluice(api, "--json", "ingest", "in2", str(lines), "--chunk-bytes", "1024")
     assert json.loads(chunked.stdout) == {"accepted": 2, "invalid": 0, "requests": 1}
+
+
+def test_stats_show_the_throttle_figures(api: TestClient, tmp_path: Path) -> None:
+    assert sluice(api, "connections", "create", "in1", "--type", "HttpIngest").exit_code == 0
+    pipeline = tmp_path / "p.json"
+    pipeline.write_text(
+        json.dumps(
+            {
+                "pipeline": [
+                    {"$source": {"connectionName": "in1"}},
+                    {"$throttle": {"messagesPerSec": 5}},
+                ]
+            }
+        )
+    )
+    assert sluice(api, "processors", "create", "t1", str(pipeline)).exit_code == 0
+    shown = sluice(api, "processors", "stats", "t1", "--verbose")
+    assert shown.exit_code == 0, shown.output
+    assert "throttle.throttledTimeMs" in shown.stdout
+    assert "throttle.throttleEvents" in shown.stdout
+    body = json.loads(sluice(api, "processors", "stats", "t1", "--verbose", "--json").stdout)
+    assert body["throttle"] == {"throttledTimeMs": 0, "throttleEvents": 0}
+    (operator,) = [o for o in body["operatorStats"] if o["name"] == "ThrottleOperator"]
+    assert (operator["throttledTimeMs"], operator["throttleEvents"]) == (0, 0)

@@ -1,0 +1,165 @@
+"""Per-operator stats of `$lookup`, `$cachedLookup` and `$https` on real Spark.
+
+Each batch's counts are read inside the batch (`InputMetrics`, from the operators' observed
+metrics), handed to the writer and added up in the processor stats as the service does; the
+test checks them against what the pipeline and the local HTTP API (127.0.0.1) saw.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline_stages import parse_pipeline
+from pipeline_stages._base import ProblemCollector
+from pipeline_stages._connectors.sources.register import register_all
+from pipeline_stages._engine.observed import InputMetrics
+from pipeline_stages._engine.plan import compile_pipeline
+from pipeline_stages._stream.batch import BatchResult
+from pipeline_stages._stream.context import CompileContext, ConnectionInfo
+from service.manager.stats import LiveStats
+from service.runtime.lookup_stores import StoreLookupOpener
+from service.stores.secrets import SecretBox
+from service.stores.sqlite import SqliteStores
+from tests.integration.http_api import HttpApi, running_api
+
+pytestmark = pytest.mark.spark
+
+FROM = {"connectionName": "local", "db": "shop", "coll": "products"}
+#: Three micro-batches of three documents (`batchSize` 3, one partition each).
+KEYS = ["a", "b", "a", "a", "c", "a", "b", "a", "b"]
+
+
+class Recorder:
+    """Counts each batch in the processor stats, as the service's writer does."""
+
+    def __init__(self) -> None:
+        self.stats = LiveStats(input_from_progress=False)
+        self.documents = 0
+        self.dlq = 0
+
+    def write(self, batch: BatchResult) -> None:
+        self.documents += len(batch.outputs)
+        self.dlq += len(batch.dlq)
+        self.stats.record_batch(
+            batch.batch_id,
+            output_sizes=[len(o.doc_json) for o in batch.outputs],
+            dlq_records=[(str(d.get("operatorName", "")), 1) for d in batch.dlq],
+            window_stats=[],
+            input_metrics=batch.input,
+        )
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[HttpApi]:
+    with running_api() as running:
+        yield running
+
+
+def _operators(spark: Any, tmp_path: Path, pipeline: list[Any], total: int, **ctx: Any) -> Any:
+    register_all(spark)
+    context = CompileContext(
+        spark=spark, processor_name="p", problems=ProblemCollector(), has_dlq=True, **ctx
+    )
+    compiled = compile_pipeline(parse_pipeline(pipeline), context)
+    name = f"ops_{uuid.uuid4().hex[:8]}"
+    recorder = Recorder()
+    sink = compiled.foreach_batch(
+        recorder, processor="p", state_dir=None, input_counts=InputMetrics(spark, name)
+    )
+    query = (
+        compiled.envelopes.writeStream.queryName(name)
+        .foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        sink.close()
+    assert recorder.documents + recorder.dlq == total
+    public = recorder.stats.public(
+        name="p",
+        processor_id="p",
+        status="running",
+        last_state_change=datetime.now(tz=UTC),
+        operators=["SourceOperator"],
+        verbose=True,
+    )
+    return {o["name"]: o for o in public["operatorStats"]}, recorder
+
+
+def test_lookup_and_cached_lookup_report_counts_latency_and_cache_use(
+    spark: Any, tmp_path: Path
+) -> None:
+    stores = SqliteStores(str(tmp_path / "sluice.db"), secrets=SecretBox.load(data_dir=tmp_path))
+    stores.documents.merge("shop", "products", [{"_id": k, "n": i} for i, k in enumerate("abc")])
+    stores.close()
+    pipeline = [
+        {
+            "$source": {
+                "documents": [{"i": i, "k": k} for i, k in enumerate(KEYS)],
+                "config": {"batchSize": 3},
+            }
+        },
+        {"$lookup": {"from": FROM, "localField": "k", "foreignField": "_id", "as": "p"}},
+        {
+            "$cachedLookup": {
+                "ttl": {"size": 1, "unit": "hour"},
+                "maxMemUsageBytes": 1_000_000,
+                "from": FROM,
+                "localField": "k",
+                "foreignField": "_id",
+                "as": "q",
+            }
+        },
+    ]
+    operators, _ = _operators(
+        spark,
+        tmp_path,
+        pipeline,
+        len(KEYS),
+        lookup_stores=StoreLookupOpener(f"sqlite:///{tmp_path / 'sluice.db'}"),
+    )
+    lookup = operators["LookUpOperator"]
+    assert (lookup["inputMessageCount"], lookup["outputMessageCount"]) == (9, 9)
+    # One store query per partition, i.e. per micro-batch here.
+    assert lookup["latencyMs"]["samples"] == 3
+    assert 0 < lookup["latencyMs"]["p50"] <= lookup["latencyMs"]["p99"]
+    cached = operators["CachedLookUpOperator"]
+    assert (cached["inputMessageCount"], cached["outputMessageCount"]) == (9, 9)
+    # One cache look-up per distinct key per batch: {a, b}, {a, c}, {a, b}.
+    assert cached["cacheHitCount"] + cached["cacheMissCount"] == 6
+    # Each key misses at least once (in each Python worker that sees it), never more than
+    # once per batch; a store query is made only for batches with a miss.
+    assert 3 <= cached["cacheMissCount"] <= 6
+    assert 1 <= cached["latencyMs"]["samples"] <= 3
+    assert "cacheHitCount" not in lookup
+
+
+def test_https_reports_requests_latency_and_failures(
+    spark: Any, tmp_path: Path, api: HttpApi
+) -> None:
+    docs = [{"n": 1, "p": "/slow/30"}, {"n": 2, "p": "/users/u2"}, {"n": 3, "p": "/status/404"}]
+    pipeline = [
+        {"$source": {"documents": docs, "config": {"batchSize": 3}}},
+        {"$https": {"connectionName": "api", "path": "$p", "as": "r"}},
+        {"$match": {}},
+    ]
+    connection = ConnectionInfo("api", "Https", {"url": api.url})
+    operators, recorder = _operators(
+        spark, tmp_path, pipeline, len(docs), connections={"api": connection}
+    )
+    https = operators["HttpsOperator"]
+    assert (https["inputMessageCount"], https["outputMessageCount"]) == (3, 2)
+    assert https["dlqMessageCount"] == recorder.dlq == 1
+    assert https["latencyMs"]["samples"] == 3
+    # The 30 ms response is the slowest of three: p99 is at least its bucket's bound.
+    assert https["latencyMs"]["p99"] >= 50
