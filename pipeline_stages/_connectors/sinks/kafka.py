@@ -35,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline_stages._connectors.kafka_conf import client_config
+from pipeline_stages._connectors.kafka_log import client_logger
 from pipeline_stages._connectors.sinks import kafka_format as KF
 from pipeline_stages._connectors.sinks.ids import (
     effective_keys,
@@ -151,7 +152,7 @@ class KafkaEmitWriter:
             else:
                 from confluent_kafka import Producer
 
-                self._producer = Producer(self._conf)
+                self._producer = Producer(self._conf, logger=client_logger())
         return self._producer
 
     def _value(self, name: str, constant: Any, target: Mapping[str, Any] | None) -> Any:

@@ -37,6 +37,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from pipeline_stages._connectors.kafka_log import client_logger
 from pipeline_stages._connectors.sources import kafka_offsets as K
 from pipeline_stages._connectors.sources.arrow_records import checked, raw_batch
 from pipeline_stages._connectors.sources.raw_source import RawRecordSource
@@ -53,6 +54,21 @@ _METADATA_TIMEOUT_S = 10.0
 _READER_GROUP = "sluice-reader"  # required by librdkafka; assign() never joins it
 _RESEEK_AFTER_S = 5.0
 _log = logging.getLogger(__name__)
+
+
+class KafkaUnreachableError(RuntimeError):
+    """The brokers did not answer a metadata request: the message says what to check."""
+
+
+def unreachable_message(servers: str, error: Exception, timeout_s: float) -> str:
+    """What a user reads when the brokers do not answer (no secrets: servers only)."""
+    cause = error.args[0] if error.args else error
+    text = cause.str() if hasattr(cause, "str") else str(cause)
+    return (
+        f"the Kafka brokers at {servers} did not answer within {timeout_s:g} s ({text}): "
+        "check the connection's bootstrapServers and security settings and that the brokers "
+        "are running (`sluice connections test NAME` checks a connection)"
+    )
 
 
 #: Fewer records than this per task are not worth cutting a partition's range for.
@@ -100,7 +116,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             from confluent_kafka import Consumer
 
             self._meta = Consumer(
-                {**self.conf, "group.id": _READER_GROUP, "enable.auto.commit": "false"}
+                {**self.conf, "group.id": _READER_GROUP, "enable.auto.commit": "false"},
+                logger=client_logger(),
             )
         return self._meta
 
@@ -108,21 +125,32 @@ class KafkaStreamReader(DataSourceStreamReader):
         """Low (`earliest`) or high (`latest`) watermark of every partition of the topics.
 
         A topic that does not exist yet has no partitions: the stream waits for it.
+
+        Raises:
+            KafkaUnreachableError: the brokers did not answer (the query fails with what to
+                check, instead of librdkafka's bare `KafkaError{code=_TRANSPORT,...}`).
         """
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
 
         consumer = self._metadata_consumer()
         out: K.Offsets = {}
-        for topic in self.topics:
-            described = consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
-            if described is None or described.error is not None:
-                continue
-            out[topic] = {}
-            for partition in sorted(described.partitions):
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False
-                )
-                out[topic][str(partition)] = low if which == "earliest" else high
+        try:
+            for topic in self.topics:
+                listed = consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+                described = listed.topics.get(topic)
+                if described is None or described.error is not None:
+                    continue
+                out[topic] = {}
+                for partition in sorted(described.partitions):
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False
+                    )
+                    out[topic][str(partition)] = low if which == "earliest" else high
+        except KafkaException as error:
+            servers = self.conf.get("bootstrap.servers", "?")
+            raise KafkaUnreachableError(
+                unreachable_message(servers, error, _METADATA_TIMEOUT_S)
+            ) from None
         return out
 
     def initialOffset(self) -> dict[str, Any]:
@@ -191,7 +219,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         ]
         if not offsets:
             return
-        consumer = Consumer({**self.conf, "group.id": self.group_id, "enable.auto.commit": "false"})
+        consumer = Consumer(
+            {**self.conf, "group.id": self.group_id, "enable.auto.commit": "false"},
+            logger=client_logger(),
+        )
         try:
             consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as error:
@@ -221,7 +252,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 "enable.partition.eof": "true",
                 # Never jump silently: an out-of-range fetch is reported and handled below.
                 "auto.offset.reset": "error",
-            }
+            },
+            logger=client_logger(),
         )
         nxt = partition.first
         consumer.assign([TopicPartition(partition.topic, partition.partition, nxt)])
