@@ -170,6 +170,34 @@ class PipelineValidate(_Body):
     options: ProcessorOptions = Field(default_factory=ProcessorOptions)
 
 
+class PipelineProcess(_Body):
+    """`POST /pipelines:process`: run a pipeline ephemerally and stream its output back."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "pipeline": [
+                        {"$source": {"documents": [{"n": 1}, {"n": 2}]}},
+                        {"$match": {"n": {"$gt": 1}}},
+                    ],
+                    "maxSeconds": 30,
+                }
+            ]
+        }
+    )
+
+    # No `options`: DLQ records are streamed back with the output, as `sluice process` prints
+    # them, not written to a DLQ collection.
+    pipeline: Pipeline
+    batchSize: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Documents per micro-batch (`documents`)."
+    )
+    maxSeconds: float = Field(
+        default=600.0, gt=0, le=86_400, description="Stop after this long (Atlas: 10 minutes)."
+    )
+
+
 class PipelineValidation(BaseModel):
     """The answer of `POST /pipelines:validate`: the problems `create` would report."""
 
@@ -278,6 +306,10 @@ class ProcessorPublic(BaseModel):
     lastStateChange: datetime
     warnings: list[ProblemOut] = Field(
         default_factory=list, description="Lint warnings of the pipeline (create and modify)."
+    )
+    ephemeral: bool = Field(
+        default=False,
+        description="A `POST /pipelines:process` run: never stored, gone when its client is.",
     )
 
 
