@@ -66,6 +66,7 @@ from service.stores import (
 log = logging.getLogger("sluice.service")
 
 _PAGE = 500
+WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow"})
 
 
 class ProcessorManager:
@@ -288,10 +289,10 @@ class ProcessorManager:
     ) -> dict[str, Any]:
         """Atlas's stats object for a processor."""
         operators: list[str] = []
+        window_operator = None
         if verbose:
             try:
-                parsed = parse_pipeline(json.loads(record.pipeline_json))
-                operators = [s.operator_name for s in parsed.walk() if s.operator_name]
+                operators, window_operator = _operators(json.loads(record.pipeline_json))
             except PipelineInvalid:
                 operators = []
         run = self.runs.get(record.id)
@@ -303,6 +304,7 @@ class ProcessorManager:
             last_state_change=record.last_state_change,
             scale=scale,
             operators=operators,
+            window_operator=window_operator,
             verbose=verbose,
         )
         if detail is not None:
@@ -515,6 +517,22 @@ class ProcessorManager:
 
     def _started_records(self) -> builtins.list[ProcessorRecord]:
         return [r for r in self._all_records() if r.state is State.STARTED]
+
+
+def _operators(pipeline: Any) -> tuple[builtins.list[str], str | None]:
+    """The pipeline's operator names in order, and the window's first inner operator (the
+    one whose output the window operator's stats rows count), if it has a window."""
+    operators: builtins.list[str] = []
+    window_operator = None
+    in_window = False
+    for stage in parse_pipeline(pipeline).walk():
+        if stage.key in WINDOW_KEYS:
+            in_window = True
+        elif stage.operator_name:
+            if in_window and window_operator is None:
+                window_operator = stage.operator_name
+            operators.append(stage.operator_name)
+    return operators, window_operator
 
 
 def _error_public(error: ProcessorError) -> dict[str, Any]:

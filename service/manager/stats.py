@@ -18,7 +18,14 @@ Where the numbers come from:
   `dlqMessageCount` / `dlqMessageSize`: the DLQ records the writer received;
 * `stateSize`, `watermark`: the window operator's stats rows, else Spark's state operators and
   event-time watermark. These are gauges, not counts: they are persisted with the processor
-  record every `stats_flush_seconds` and on stop.
+  record every `stats_flush_seconds` and on stop; so are `openWindows` and
+  `oldestOpenWindowStart`, from the window operator's stats rows only (None without them:
+  unknown, not zero);
+* `dlqByReason` / `dlqByOperator`: the DLQ records' `errInfo.reason` / `operatorName`, counted
+  in the ledger with the batch; `eventTimeLagSeconds`: now − watermark, when it is read;
+* per-operator output (`operatorStats[].outputMessageCount`, verbose): known for the source
+  (records read), the window's first inner operator (the window results, counted from its
+  stats rows) and the last operator (documents written); omitted for the others.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from service.stores.stats_ledger import (
     LANE_BATCHES,
     LANE_PROGRESS,
     OPERATOR_DLQ,
+    REASON_DLQ,
     StatsLedger,
 )
 
@@ -84,6 +92,9 @@ class LiveStats:
                 .replace("+00:00", "Z")
             }
         self.watermark: dict[str, str] | None = watermark
+        self.open_windows: int | None = stored.get("openWindows")
+        self.oldest_open: str | None = _iso(stored.get("oldestOpenWindowStart"))
+        self._open_by_bucket: dict[int, tuple[int, str | None]] = {}
         self.generation = generation
         self.last_batch: dict[str, Any] | None = stored.get("_lastBatch")
         #: The last progress report's batch id in this process (gauges are taken once each).
@@ -108,6 +119,7 @@ class LiveStats:
             self._progress_batch = (generation, -1)
             self._state_by_bucket.clear()
             self._watermark_by_bucket.clear()
+            self._open_by_bucket.clear()
             self.dirty = True
 
     def record_batch(
@@ -117,7 +129,7 @@ class LiveStats:
         output_sizes: Iterable[int] = (),
         output_count: int | None = None,
         output_bytes: int = 0,
-        dlq_records: Iterable[tuple[str, int]],
+        dlq_records: Iterable[tuple[str, int, str]],
         window_stats: Iterable[Mapping[str, Any]],
         input_metrics: Mapping[str, Any] | None = None,
     ) -> bool:
@@ -135,13 +147,21 @@ class LiveStats:
             "dlqMessageSize": 0,
         }
         operators: dict[str, list[int]] = {}
-        for operator, size in dlq_records:
+        reasons: dict[str, list[int]] = {}
+        for operator, size, reason in dlq_records:
             part["dlqMessageCount"] += 1
             part["dlqMessageSize"] += size
-            entry = operators.setdefault(operator, [0, 0])
-            entry[0] += 1
-            entry[1] += size
+            for keyed, key in ((operators, operator), (reasons, reason)):
+                entry = keyed.setdefault(key, [0, 0])
+                entry[0] += 1
+                entry[1] += size
         part[OPERATOR_DLQ] = operators
+        part[REASON_DLQ] = reasons
+        window_stats = list(window_stats)
+        if window_stats:
+            part["windowOutputCount"] = sum(
+                int(row.get("outputMessageCount", 0) or 0) for row in window_stats
+            )
         if input_metrics is not None and not self.input_from_progress:
             part["inputMessageCount"] = int(input_metrics.get("count", 0) or 0)
             part["inputMessageSize"] = int(input_metrics.get("bytes", 0) or 0)
@@ -173,6 +193,13 @@ class LiveStats:
                 self._state_by_bucket[bucket] = int(row["stateSize"] or 0)
             if isinstance(row.get("watermark"), dict):
                 self._watermark_by_bucket[bucket] = str(row["watermark"].get("$date"))
+            if "openWindows" in row:
+                oldest = _iso(row.get("minOpenWindowStartTime"))
+                self._open_by_bucket[bucket] = (int(row["openWindows"] or 0), oldest)
+        if self._open_by_bucket:
+            self.open_windows = sum(count for count, _ in self._open_by_bucket.values())
+            starts = [start for _, start in self._open_by_bucket.values() if start]
+            self.oldest_open = min(starts) if starts else None
         if self._state_by_bucket:
             self.state_size = sum(self._state_by_bucket.values())
         if self._watermark_by_bucket:
@@ -234,6 +261,10 @@ class LiveStats:
             record["stateSize"] = self.state_size
             record["watermark"] = self.watermark
             record["_operatorDlq"] = {k: list(v) for k, v in current[OPERATOR_DLQ].items()}
+            record["_reasonDlq"] = {k: list(v) for k, v in current[REASON_DLQ].items()}
+            record["windowOutputCount"] = current["windowOutputCount"]
+            record["openWindows"] = self.open_windows
+            record["oldestOpenWindowStart"] = self.oldest_open
             record["_lastBatch"] = self.last_batch
             return record
 
@@ -256,9 +287,12 @@ class LiveStats:
         last_state_change: datetime,
         scale: int = 1,
         operators: Iterable[str] = (),
+        window_operator: str | None = None,
         verbose: bool = False,
     ) -> dict[str, Any]:
-        """Atlas's `stats` object; `verbose` adds `operatorStats` and Spark's last batch."""
+        """Atlas's `stats` object and Sluice's additions (module docstring); `verbose` adds
+        `operatorStats` (`window_operator`: the window's first inner operator) and Spark's
+        last batch."""
         with self._lock:
             current = self._ledger.current()
             out: dict[str, Any] = {
@@ -272,14 +306,23 @@ class LiveStats:
                 out[counter] = value / scale if counter.endswith("Size") and scale != 1 else value
             out["stateSize"] = self.state_size / scale if scale != 1 else self.state_size
             out["watermark"] = self.watermark
+            out["eventTimeLagSeconds"] = _lag_seconds(self.watermark)
+            out["openWindows"] = self.open_windows
+            out["oldestOpenWindowStart"] = self.oldest_open
+            out["dlqByReason"] = {k: v[0] for k, v in current[REASON_DLQ].items()}
+            out["dlqByOperator"] = {k: v[0] for k, v in current[OPERATOR_DLQ].items()}
             out["lastStateChange"] = last_state_change.astimezone(UTC).isoformat()
             if verbose:
-                out["operatorStats"] = self._operators(current, operators, scale)
+                out["operatorStats"] = self._operators(current, list(operators), scale)
+                if window_operator is not None:
+                    for entry in out["operatorStats"]:
+                        if entry["name"] == window_operator:
+                            entry["outputMessageCount"] = current["windowOutputCount"]
                 out["lastBatch"] = self.last_batch
             return out
 
     def _operators(
-        self, current: Mapping[str, Any], operators: Iterable[str], scale: int
+        self, current: Mapping[str, Any], operators: list[str], scale: int
     ) -> list[dict[str, Any]]:
         operator_dlq = current[OPERATOR_DLQ]
         names = list(dict.fromkeys([*operators, *operator_dlq]))
@@ -294,8 +337,35 @@ class LiveStats:
             if name == "SourceOperator":
                 entry["inputMessageCount"] = current["inputMessageCount"]
                 entry["inputMessageSize"] = current["inputMessageSize"]
+                entry["outputMessageCount"] = current["inputMessageCount"]
+            if operators and name == operators[-1]:
+                entry["outputMessageCount"] = current["outputMessageCount"]
             stats.append(entry)
         return stats
+
+
+def _iso(value: Any) -> str | None:
+    """A date as an ISO 8601 string (UTC, milliseconds): from `{"$date": ...}`, a datetime
+    (as the store decodes a persisted one) or a string."""
+    if isinstance(value, Mapping):
+        value = value.get("$date")
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return value if isinstance(value, str) else None
+
+
+def _lag_seconds(watermark: Mapping[str, str] | None) -> float | None:
+    """Now − the watermark, in seconds (None without a watermark)."""
+    text = _iso(watermark)
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round((utc_now() - moment).total_seconds(), 3)
 
 
 def utc_now() -> datetime:

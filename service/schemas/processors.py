@@ -235,6 +235,10 @@ class ProcessorErrorOut(BaseModel):
     )
 
 
+def _omit_none(value: object) -> bool:
+    return value is None
+
+
 class OperatorStats(BaseModel):
     """Per-operator stats (verbose); fields Sluice cannot measure are omitted."""
 
@@ -243,10 +247,12 @@ class OperatorStats(BaseModel):
     name: str
     dlqMessageCount: int = 0
     dlqMessageSize: int | float = 0
-
-
-def _omit_none(value: object) -> bool:
-    return value is None
+    outputMessageCount: int | None = Field(
+        default=None,
+        exclude_if=_omit_none,
+        description="Documents the operator passed on, where known (source, the window's "
+        "first operator, the last operator); omitted where unknown.",
+    )
 
 
 class ProcessorStats(BaseModel):
@@ -280,6 +286,21 @@ class ProcessorStats(BaseModel):
     stateSize: int | float = 0
     watermark: dict[str, str] | None = Field(
         default=None, description='Relaxed Extended JSON date: {"$date": "..."}'
+    )
+    eventTimeLagSeconds: float | None = Field(
+        default=None, description="Now − the watermark, in seconds (null: no watermark yet)."
+    )
+    openWindows: int | None = Field(
+        default=None, description="Windows open now (null: no window operator stats yet)."
+    )
+    oldestOpenWindowStart: str | None = Field(
+        default=None, description="Start of the oldest open window (ISO 8601, UTC)."
+    )
+    dlqByReason: dict[str, int] = Field(
+        default_factory=dict, description="DLQ records by `errInfo.reason`."
+    )
+    dlqByOperator: dict[str, int] = Field(
+        default_factory=dict, description="DLQ records by `operatorName`."
     )
     lastStateChange: datetime
     operatorStats: list[OperatorStats] | None = Field(

@@ -42,6 +42,11 @@ COUNTERS = (
 )
 #: Per-operator DLQ counts inside a counts document: `{operator: [count, size]}`.
 OPERATOR_DLQ = "operatorDlq"
+#: DLQ counts by `errInfo.reason` inside a counts document: `{reason: [count, size]}`.
+REASON_DLQ = "reasonDlq"
+#: Counts beyond Atlas's, kept the same way: the documents the window operator emitted.
+EXTRA_COUNTERS = ("windowOutputCount",)
+_BREAKDOWNS = (OPERATOR_DLQ, REASON_DLQ)
 #: What the batch writer records.
 LANE_BATCHES = "batches"
 #: What Spark's progress reports record (input only, when batches do not carry it).
@@ -51,23 +56,29 @@ Counts = dict[str, Any]
 
 
 def add_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> Counts:
-    """`left + right`, counter by counter and operator by operator."""
-    out: Counts = {name: int(left.get(name, 0)) + int(right.get(name, 0)) for name in COUNTERS}
-    operators: dict[str, list[int]] = {k: list(v) for k, v in left.get(OPERATOR_DLQ, {}).items()}
-    for name, (count, size) in right.get(OPERATOR_DLQ, {}).items():
-        entry = operators.setdefault(name, [0, 0])
-        entry[0] += int(count)
-        entry[1] += int(size)
-    out[OPERATOR_DLQ] = operators
+    """`left + right`, counter by counter, operator by operator and reason by reason."""
+    out: Counts = {
+        name: int(left.get(name, 0) or 0) + int(right.get(name, 0) or 0)
+        for name in (*COUNTERS, *EXTRA_COUNTERS)
+    }
+    for breakdown in _BREAKDOWNS:
+        keyed: dict[str, list[int]] = {k: list(v) for k, v in left.get(breakdown, {}).items()}
+        for name, (count, size) in right.get(breakdown, {}).items():
+            entry = keyed.setdefault(name, [0, 0])
+            entry[0] += int(count)
+            entry[1] += int(size)
+        out[breakdown] = keyed
     return out
 
 
 def counts_of(stored: Mapping[str, Any]) -> Counts:
     """The counters (and per-operator DLQ counts) in a persisted stats document (the
     processor record's `stats`, written before this ledger existed)."""
-    out: Counts = {name: int(stored.get(name, 0) or 0) for name in COUNTERS}
+    out: Counts = {name: int(stored.get(name, 0) or 0) for name in (*COUNTERS, *EXTRA_COUNTERS)}
     operators = stored.get("_operatorDlq") or stored.get(OPERATOR_DLQ) or {}
     out[OPERATOR_DLQ] = {k: [int(v[0]), int(v[1])] for k, v in dict(operators).items()}
+    reasons = stored.get("_reasonDlq") or {}
+    out[REASON_DLQ] = {k: [int(v[0]), int(v[1])] for k, v in dict(reasons).items()}
     return out
 
 
