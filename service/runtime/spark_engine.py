@@ -36,6 +36,7 @@ from service.errors import EngineUnavailable
 from service.runtime.assemble import compile_context, compile_run
 from service.runtime.engine import CompileRequest, ProcessRequest, ProgressCallback, RunRequest
 from service.runtime.lookup_stores import lookup_opener
+from service.runtime.process import run_process
 from service.runtime.spark_code import ExecutorEnvironmentError, check_executors, ship_code
 from service.runtime.window_pins import WINDOW_STATE_DIR, checkpoint_buckets, checkpoint_engine
 from service.stores.factory import default_store_url
@@ -232,8 +233,6 @@ class SparkEngine:
 
     def process(self, request: ProcessRequest) -> int:
         """Run a pipeline as `sluice process` does, on this session (`runtime.process`)."""
-        from service.runtime.process import run_process  # Spark-side modules, on first use
-
         return run_process(
             request.pipeline,
             out=request.out,
