@@ -59,7 +59,7 @@ def _summary(processor: dict[str, Any]) -> list[Any]:
     stats = processor.get("stats") or {}
     error = (processor.get("error") or {}).get("message", "")
     return [
-        processor["name"],
+        processor["name"] + (" (ephemeral)" if processor.get("ephemeral") else ""),
         processor["state"],
         stats.get("inputMessageCount", 0),
         stats.get("outputMessageCount", 0),

@@ -17,7 +17,11 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
+from typer.testing import CliRunner
 
+from service.cli.app import app
+from service.cli.output import CliState
 from service.cli.process import _refused, _relay
 from service.config.settings import Settings
 from service.main import create_app
@@ -82,6 +86,9 @@ def test_a_running_ephemeral_processor_is_listed_and_stopped_with_its_stream(
         page = client.get("/api/v1/processors", params={"itemsPerPage": 1, "pageNum": 2})
         assert [p["name"] for p in page.json()["results"]] == [name]
         assert client.get(f"/api/v1/processors/{name}").status_code == 404
+        state = CliState(http=client, stdout=Console(width=200, soft_wrap=True))
+        listing = CliRunner().invoke(app, ["processors", "list"], obj=state)
+        assert f"{name} (ephemeral)" in listing.output and "p1 (ephemeral)" not in listing.output
     # Closing the stream cancels the run, which leaves the list.
     (request,) = engine.processes
     assert request.cancel.wait(30)
