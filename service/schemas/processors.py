@@ -12,7 +12,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+)
 
 from pipeline_stages import REGISTRY
 
@@ -170,6 +178,13 @@ class PipelineValidate(_Body):
     options: ProcessorOptions = Field(default_factory=ProcessorOptions)
 
 
+def _integral(value: object) -> object:
+    """`1.0` as `1`: JSON Schema's `integer` includes it; strict mode would refuse it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 class PipelineProcess(_Body):
     """`POST /pipelines:process`: run a pipeline ephemerally and stream its output back."""
 
@@ -190,7 +205,7 @@ class PipelineProcess(_Body):
     # No `options`: DLQ records are streamed back with the output, as `sluice process` prints
     # them, not written to a DLQ collection.
     pipeline: Pipeline
-    batchSize: int | None = Field(
+    batchSize: Annotated[int | None, BeforeValidator(_integral)] = Field(
         default=None, ge=1, le=1_000_000, description="Documents per micro-batch (`documents`)."
     )
     maxSeconds: float = Field(

@@ -68,6 +68,16 @@ def test_the_output_streams_back_as_frames_and_the_run_is_not_kept(
     assert ephemeral(client) == []
 
 
+def test_an_integral_float_is_an_integer_as_json_schema_says(
+    client: TestClient, engine: FakeEngine
+) -> None:
+    response = client.post(ROUTE, json={"pipeline": FINITE, "batchSize": 2.0})
+    assert response.status_code == 200, response.text
+    assert engine.processes[-1].batch_size == 2
+    assert client.post(ROUTE, json={"pipeline": FINITE, "batchSize": 2.5}).status_code == 422
+    assert client.post(ROUTE, json={"pipeline": FINITE, "batchSize": "2"}).status_code == 422
+
+
 def test_a_running_ephemeral_processor_is_listed_and_stopped_with_its_stream(
     client: TestClient, engine: FakeEngine
 ) -> None:
