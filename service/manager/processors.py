@@ -27,7 +27,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pipeline_stages import parse_pipeline
 from pipeline_stages._base import PipelineInvalid, Problem
 from service.config.settings import Settings
 from service.errors import (
@@ -44,7 +43,7 @@ from service.manager.connections import ConnectionRegistry, referenced_connectio
 from service.manager.dlq import DlqTargets
 from service.manager.runs import REPLAYING, Run, RunTable, retry_count, summarize_error
 from service.manager.states import STATUS, Action, State, next_state
-from service.manager.stats import LiveStats, utc_now
+from service.manager.stats import LiveStats, operator_names, utc_now
 from service.manager.validate import (
     Definition,
     check_definition,
@@ -66,7 +65,6 @@ from service.stores import (
 log = logging.getLogger("sluice.service")
 
 _PAGE = 500
-WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow"})
 
 
 class ProcessorManager:
@@ -292,7 +290,7 @@ class ProcessorManager:
         window_operator = None
         if verbose:
             try:
-                operators, window_operator = _operators(json.loads(record.pipeline_json))
+                operators, window_operator = operator_names(json.loads(record.pipeline_json))
             except PipelineInvalid:
                 operators = []
         run = self.runs.get(record.id)
@@ -517,22 +515,6 @@ class ProcessorManager:
 
     def _started_records(self) -> builtins.list[ProcessorRecord]:
         return [r for r in self._all_records() if r.state is State.STARTED]
-
-
-def _operators(pipeline: Any) -> tuple[builtins.list[str], str | None]:
-    """The pipeline's operator names in order, and the window's first inner operator (the
-    one whose output the window operator's stats rows count), if it has a window."""
-    operators: builtins.list[str] = []
-    window_operator = None
-    in_window = False
-    for stage in parse_pipeline(pipeline).walk():
-        if stage.key in WINDOW_KEYS:
-            in_window = True
-        elif stage.operator_name:
-            if in_window and window_operator is None:
-                window_operator = stage.operator_name
-            operators.append(stage.operator_name)
-    return operators, window_operator
 
 
 def _error_public(error: ProcessorError) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline_stages import parse_pipeline
 from pipeline_stages.source import INPUT_METRICS
 from service.stores.stats_ledger import (
     COUNTERS,
@@ -45,7 +46,10 @@ from service.stores.stats_ledger import (
     StatsLedger,
 )
 
-__all__ = ["COUNTERS", "LiveStats", "Recorder", "utc_now"]
+__all__ = ["COUNTERS", "LiveStats", "Recorder", "operator_names", "utc_now"]
+
+#: Stages whose inner pipeline's first operator gets the window operator's output count.
+WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow"})
 
 #: Persists one batch's counts: `(lane, generation, batch id, counts, seed) -> stored ledger`.
 Recorder = Callable[[str, int, int, Mapping[str, Any], Mapping[str, Any] | None], StatsLedger]
@@ -342,6 +346,22 @@ class LiveStats:
                 entry["outputMessageCount"] = current["outputMessageCount"]
             stats.append(entry)
         return stats
+
+
+def operator_names(pipeline: Any) -> tuple[list[str], str | None]:
+    """The pipeline's operator names in order, and the window's first inner operator (the
+    one whose output the window operator's stats rows count), if it has a window."""
+    operators: list[str] = []
+    window_operator = None
+    in_window = False
+    for stage in parse_pipeline(pipeline).walk():
+        if stage.key in WINDOW_KEYS:
+            in_window = True
+        elif stage.operator_name:
+            if in_window and window_operator is None:
+                window_operator = stage.operator_name
+            operators.append(stage.operator_name)
+    return operators, window_operator
 
 
 def _iso(value: Any) -> str | None:
