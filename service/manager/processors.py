@@ -27,7 +27,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pipeline_stages import parse_pipeline
 from pipeline_stages._base import PipelineInvalid, Problem
 from service.config.settings import Settings
 from service.errors import (
@@ -44,7 +43,7 @@ from service.manager.connections import ConnectionRegistry, referenced_connectio
 from service.manager.dlq import DlqTargets
 from service.manager.runs import REPLAYING, Run, RunTable, retry_count, summarize_error
 from service.manager.states import STATUS, Action, State, next_state
-from service.manager.stats import LiveStats, utc_now
+from service.manager.stats import LiveStats, operator_names, utc_now
 from service.manager.validate import (
     Definition,
     check_definition,
@@ -288,10 +287,10 @@ class ProcessorManager:
     ) -> dict[str, Any]:
         """Atlas's stats object for a processor."""
         operators: list[str] = []
+        window_operator = None
         if verbose:
             try:
-                parsed = parse_pipeline(json.loads(record.pipeline_json))
-                operators = [s.operator_name for s in parsed.walk() if s.operator_name]
+                operators, window_operator = operator_names(json.loads(record.pipeline_json))
             except PipelineInvalid:
                 operators = []
         run = self.runs.get(record.id)
@@ -303,6 +302,7 @@ class ProcessorManager:
             last_state_change=record.last_state_change,
             scale=scale,
             operators=operators,
+            window_operator=window_operator,
             verbose=verbose,
         )
         if detail is not None:
