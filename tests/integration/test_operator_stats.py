@@ -49,7 +49,10 @@ class Recorder:
         self.stats.record_batch(
             batch.batch_id,
             output_sizes=[len(o.doc_json) for o in batch.outputs],
-            dlq_records=[(str(d.get("operatorName", "")), 1) for d in batch.dlq],
+            dlq_records=[
+                (str(d.get("operatorName", "")), 1, str((d.get("errInfo") or {}).get("reason", "")))
+                for d in batch.dlq
+            ],
             window_stats=[],
             input_metrics=batch.input,
         )
