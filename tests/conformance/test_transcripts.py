@@ -21,7 +21,7 @@ from tests.conformance.harness import (
     load_transcripts,
     run_transcript,
 )
-from tests.conformance.reference_model import ReferenceExecutor
+from tests.conformance.reference_model import WINDOW_STAGES, ReferenceExecutor
 from tests.conformance.spark_executor import (
     SparkBatchExecutor,
     SparkExecutor,
@@ -42,13 +42,6 @@ TRANSCRIPT_EXECUTORS: list[Any] = [
     pytest.param(SparkBatchExecutor, id="spark-batch", marks=SPARK_MARKS),
     pytest.param(SparkParallelExecutor, id="spark-parallel", marks=SPARK_MARKS),
 ]
-WINDOW_STAGES = (
-    "$tumblingWindow",
-    "$hoppingWindow",
-    "$sessionWindow",
-    "$slidingWindow",
-    "$globalWindow",
-)
 
 
 def _on_clock(body: dict[str, Any]) -> bool:
