@@ -90,6 +90,8 @@ class QueryHandle(Protocol):
     """A running query."""
 
     query_id: str
+    #: The name Spark's UI and log show for the query.
+    query_name: str
 
     def is_active(self) -> bool:
         """Whether the query is still running."""

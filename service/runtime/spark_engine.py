@@ -52,6 +52,8 @@ class SparkQueryHandle:
         #: The query's `ForeachBatchSink`: a batch window engine folds in the background.
         self._sink = sink
         self.query_id = str(query.id)
+        #: What Spark's UI and log call the query: `<processor> (<id>)`.
+        self.query_name = str(query.name)
 
     def is_active(self) -> bool:
         """Whether the query runs. A failed background fold stops it: the query itself would
