@@ -11,13 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.config.settings import Settings
-from service.main import create_app
 from service.stores import Spool, open_stores
-from tests.unit.service.fake_engine import FakeEngine
+from tests.unit.service.api.app_client import api_client
 
-KEY = "unit-test-key-0123456789"
-AUTH = {"Authorization": f"Bearer {KEY}"}
 PIPELINE = [
     {"$source": {"connectionName": "in1"}},
     {"$addFields": {"x": 10.0, "y": 10, "z": {"b": 1, "a": 2}}},
@@ -27,9 +23,7 @@ DLQ = {"connectionName": "local", "db": "d", "coll": "dlq"}
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path, api_keys=[KEY], max_body_bytes=64 * 1024)
-    app = create_app(settings, engine=FakeEngine(), stores=open_stores(data_dir=tmp_path))
-    with TestClient(app, headers=AUTH) as test_client:
+    with api_client(tmp_path, max_body_bytes=64 * 1024) as test_client:
         test_client.post("/api/v1/connections", json={"name": "in1", "type": "HttpIngest"})
         yield test_client
 

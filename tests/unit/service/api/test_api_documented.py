@@ -14,22 +14,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pipeline_stages import REGISTRY
-from service.config.settings import Settings
-from service.main import MAX_REQUEST_HEAD_BYTES, create_app
-from service.stores import open_stores
-from tests.unit.service.fake_engine import FakeEngine
+from service.main import MAX_REQUEST_HEAD_BYTES
+from tests.unit.service.api.app_client import api_client
 
-KEY = "unit-test-key-0123456789"
-AUTH = {"Authorization": f"Bearer {KEY}"}
 SOURCE = {"$source": {"connectionName": "in1"}}
 DLQ = {"connectionName": "local", "db": "d", "coll": "dlq"}
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path, api_keys=[KEY])
-    app = create_app(settings, engine=FakeEngine(), stores=open_stores(data_dir=tmp_path))
-    with TestClient(app, headers=AUTH) as test_client:
+    with api_client(tmp_path) as test_client:
         test_client.post("/api/v1/connections", json={"name": "in1", "type": "HttpIngest"})
         body = {"name": "p1", "pipeline": [SOURCE], "options": {"dlq": DLQ}}
         assert test_client.post("/api/v1/processors", json=body).status_code == 201

@@ -12,22 +12,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pipeline_stages._connectors.sources.http_ingest import decode_record
-from service.config.settings import Settings
-from service.main import create_app
 from service.manager import replay
 from service.stores import Spool, open_stores
-from tests.unit.service.fake_engine import FakeEngine
+from tests.unit.service.api.app_client import api_client
 
-KEY = "unit-test-key-0123456789"
-AUTH = {"Authorization": f"Bearer {KEY}"}
 DLQ = {"connectionName": "local", "db": "d", "coll": "dlq"}
 ROUTE = "/api/v1/processors/p1/dlq:replay"
 
 
 def _app(tmp_path: Path) -> TestClient:
-    settings = Settings(data_dir=tmp_path, api_keys=[KEY])
-    app = create_app(settings, engine=FakeEngine(), stores=open_stores(data_dir=tmp_path))
-    return TestClient(app, headers=AUTH)
+    return api_client(tmp_path)
 
 
 @pytest.fixture

@@ -23,13 +23,9 @@ from typer.testing import CliRunner
 from service.cli.app import app
 from service.cli.output import CliState
 from service.cli.process import _refused, _relay
-from service.config.settings import Settings
-from service.main import create_app
-from service.stores import open_stores
+from tests.unit.service.api.app_client import api_client
 from tests.unit.service.fake_engine import FakeEngine
 
-KEY = "unit-test-key-0123456789"
-AUTH = {"Authorization": f"Bearer {KEY}"}
 ROUTE = "/api/v1/pipelines:process"
 FINITE = [{"$source": {"documents": [{"n": 1}]}}, {"$match": {"n": 1}}]
 
@@ -41,9 +37,7 @@ def engine() -> FakeEngine:
 
 @pytest.fixture
 def client(tmp_path: Path, engine: FakeEngine) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path, api_keys=[KEY])
-    app = create_app(settings, engine=engine, stores=open_stores(data_dir=tmp_path))
-    with TestClient(app, headers=AUTH) as test_client:
+    with api_client(tmp_path, engine=engine) as test_client:
         yield test_client
 
 

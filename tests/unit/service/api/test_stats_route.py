@@ -16,13 +16,9 @@ from typer.testing import CliRunner
 from pipeline_stages._stream.batch import BatchResult, Output
 from service.cli.app import app
 from service.cli.output import CliState
-from service.config.settings import Settings
-from service.main import create_app
-from service.stores import open_stores
+from tests.unit.service.api.app_client import api_client
 from tests.unit.service.fake_engine import FakeEngine
 
-KEY = "stats-test-key-0123456789"
-AUTH = {"Authorization": f"Bearer {KEY}"}
 DLQ = {"connectionName": "local", "db": "d", "coll": "dlq"}
 PIPELINE = [
     {"$source": {"connectionName": "in1", "timeField": {"$toDate": "$t"}}},
@@ -45,9 +41,7 @@ def engine() -> FakeEngine:
 
 @pytest.fixture
 def client(tmp_path: Path, engine: FakeEngine) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path, api_keys=[KEY])
-    application = create_app(settings, engine=engine, stores=open_stores(data_dir=tmp_path))
-    with TestClient(application, headers=AUTH) as test_client:
+    with api_client(tmp_path, engine=engine) as test_client:
         test_client.post("/api/v1/connections", json={"name": "in1", "type": "HttpIngest"})
         body = {"name": "w", "pipeline": PIPELINE, "options": {"dlq": DLQ}}
         assert test_client.post("/api/v1/processors", json=body).status_code == 201

@@ -9,13 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.config.settings import Settings
-from service.main import create_app
-from service.stores import open_stores
-from tests.unit.service.fake_engine import FakeEngine
+from tests.unit.service.api.app_client import api_client
 
-KEY = "unit-test-key-0123456789"
-AUTH = {"Authorization": f"Bearer {KEY}"}
 ROUTE = "/api/v1/pipelines:validate"
 SOURCE = {"$source": {"connectionName": "in1"}}
 BROKEN = [
@@ -29,9 +24,7 @@ BROKEN = [
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path, api_keys=[KEY])
-    app = create_app(settings, engine=FakeEngine(), stores=open_stores(data_dir=tmp_path))
-    with TestClient(app, headers=AUTH) as test_client:
+    with api_client(tmp_path) as test_client:
         test_client.post("/api/v1/connections", json={"name": "in1", "type": "HttpIngest"})
         yield test_client
 
