@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pipeline_stages import parse_pipeline
+from pipeline_stages import WINDOW_KEYS, parse_pipeline
 from pipeline_stages._connectors.sources.rate_limit import throttle_figures
 from pipeline_stages._enrichment.operator_stats import operator_counts, public_stats
 from pipeline_stages.source import INPUT_METRICS
@@ -55,9 +55,6 @@ from service.stores.stats_ledger import (
 )
 
 __all__ = ["COUNTERS", "LiveStats", "Recorder", "operator_names", "utc_now"]
-
-#: Stages whose inner pipeline's first operator gets the window operator's output count.
-WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow"})
 
 #: Persists one batch's counts: `(lane, generation, batch id, counts, seed) -> stored ledger`.
 Recorder = Callable[[str, int, int, Mapping[str, Any], Mapping[str, Any] | None], StatsLedger]
