@@ -7,8 +7,9 @@ DLQ in `local`. The input has out-of-order, late, failing and non-JSON records, 
 document (far in the future) closes every window by event time. There is no `idleTimeout`:
 nothing depends on the wall clock, so the results cannot depend on when the kills land.
 
-* **Reference**: the processors run uninterrupted on a fresh data directory; their results
-  must equal what `crash_scenario.expect` computes in plain Python from the input.
+* **Reference**: the processors run uninterrupted on a fresh data directory, once per module
+  (default engine); their results must equal what `crash_scenario.expect` computes in plain
+  Python from the input. Each engine's crash run must equal it exactly.
 * **Crash run**: the same processors (same names, so the same deterministic ids) on another
   data directory. Several times, at a random moment chosen from the observed progress (after
   the first batch committed in that service lifetime, plus a random delay; once without
@@ -593,12 +594,20 @@ def check_same_stats(crashed: S.Results, reference: S.Results, context: str) -> 
 # --------------------------------------------------------------------------- the test
 
 
-@pytest.mark.parametrize("engine", ["operator", "batch"])
-def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
-    kafka_broker: KafkaBroker, tmp_path: Path, deployments: list[Deployment], engine: str
-) -> None:
-    """Under both window engines: the batch engine (`batch.engine`) keeps its state in the
-    driver, saved per batch id beside the checkpoint, instead of Spark's state store."""
+@dataclass(frozen=True)
+class Reference:
+    """The input, its Kafka topic and the uninterrupted run's results."""
+
+    data: Input
+    topic: str
+    results: S.Results
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def reference(kafka_broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    """One uninterrupted run (the default engine) that both engines' crash runs must equal:
+    the engines must agree exactly, and a second reference run cost a whole service life."""
     began = time.monotonic()
     data, topic = make_input(kafka_broker)
     for records in (data.kafka, data.http):
@@ -607,31 +616,45 @@ def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
         # out-of-order records accepted into an earlier, still open window.
         assert len(model.late) >= 3 and len(model.failed) >= 3 and len(model.not_json) >= 2
         assert len(model.windows) >= 40
+    deployment = Deployment(tmp_path_factory.mktemp("reference"), kafka_broker, topic)
+    try:
+        results = run_uninterrupted(deployment, data)
+    finally:
+        deployment.sweep()
+    check_against_model(results, data)
+    check_stats(results, data, "uninterrupted run")
+    return Reference(data, topic, results, time.monotonic() - began)
 
-    reference_deployment = Deployment(tmp_path / "reference", kafka_broker, topic, engine)
-    deployments.append(reference_deployment)
-    reference = run_uninterrupted(reference_deployment, data)
-    check_against_model(reference, data)
-    check_stats(reference, data, "uninterrupted run")
-    reference_seconds = time.monotonic() - began
 
+@pytest.mark.parametrize("engine", ["operator", "batch"])
+def test_kill_9_at_random_points_leaves_the_results_of_an_uninterrupted_run(
+    kafka_broker: KafkaBroker,
+    tmp_path: Path,
+    deployments: list[Deployment],
+    reference: Reference,
+    engine: str,
+) -> None:
+    """Under both window engines: the batch engine (`batch.engine`) keeps its state in the
+    driver, saved per batch id beside the checkpoint, instead of Spark's state store."""
+    began = time.monotonic()
+    data = reference.data
     rng = random.Random(SEED)
-    crash_deployment = Deployment(tmp_path / "crashed", kafka_broker, topic, engine)
+    crash_deployment = Deployment(tmp_path / "crashed", kafka_broker, reference.topic, engine)
     deployments.append(crash_deployment)
     crashed = run_with_kills(crash_deployment, data, rng)
     context = f"seed {SEED}; schedule {crash_deployment.log}"
-    check_same(crashed, reference, context)
+    check_same(crashed, reference.results, context)
     check_against_model(crashed, data)
     check_stats(crashed, data, context)
-    check_same_stats(crashed, reference, context)
+    check_same_stats(crashed, reference.results, context)
     assert not crashed.temp_files or all(n.endswith(".tmp") for n in crashed.temp_files)
     # The batch engine ran both window processors (their state files), the operator none.
     states = list(crash_deployment.data_dir.rglob("sluice-window-state/*.state"))
     holders = {path.parent for path in states}
     assert len(holders) >= 2 if engine == "batch" else not holders, states
     print(
-        f"reference run {reference_seconds:.0f} s, crash run "
-        f"{time.monotonic() - began - reference_seconds:.0f} s, seed {SEED}, {KILLS} kills; "
+        f"reference run {reference.seconds:.0f} s, {engine} crash run "
+        f"{time.monotonic() - began:.0f} s, seed {SEED}, {KILLS} kills; "
         f"stats {crashed.stats}",
         flush=True,
     )
