@@ -24,6 +24,16 @@ BASE_CONF: dict[str, str] = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Spark's default checkpoint file manager renames through Hadoop's FileContext, which on
+    # the local file system (no native Hadoop library) forks `readlink` and `chmod` per file:
+    # 20 % of the stream thread's time in a 1-document window batch was in those forks. The
+    # FileSystem-based manager renames with one POSIX rename (atomic on a local or shared
+    # file system, where Sluice's checkpoints live), for the offset and commit logs and the
+    # state store's files alike: walCommit + commitOffsets 272 -> 70 ms, a window batch 2.3
+    # -> 1.8 s, a native window batch 1.0 -> 0.7 s (RESULTS.md, sixth session).
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
     # PySpark's DataFrame debugging records the Python call site of every Column function
     # in the JVM (5 extra py4j round trips each). Sluice compiles MQL into thousands of
     # Column calls and reports its own errors with JSON paths: off, compiling 85 arithmetic
