@@ -4,7 +4,9 @@
 worker) hands its output documents to the sink in bulk (`_stream.outputs.PartitionSink`) and
 yields only a summary: its DLQ and stats envelopes (rare), the sink's DLQ records for the
 documents it could not write, the counts and bytes of the documents written, the files it
-staged, and its last `tail` outputs in emission order (what `sample` can show). The driver
+staged, the sink's own operator stats (`$https` as the sink: its requests and their
+latencies, bucketed where they were made), and its last `tail` outputs in emission order
+(what `sample` can show). The driver
 collects the summaries, which is the batch's only action (the source is read once), and
 `assemble` turns them into a `BatchResult` whose `outputs` are only the sampled tail
 (`BatchResult.totals` says so). No document crosses into the driver otherwise.
@@ -29,6 +31,7 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
+from pipeline_stages._enrichment.operator_stats import add_operators, request_counts
 from pipeline_stages._stream.batch import BatchResult, Output, OutputTotals, dlq_record
 from pipeline_stages._stream.envelope import KIND_DLQ
 from pipeline_stages._stream.frame import KIND_OUTPUT, KIND_STATS
@@ -61,6 +64,8 @@ ARROW_SUMMARY = pa.schema(
 SINK_DLQ = "sinkdlq"
 COUNT = "count"
 STAGED = "staged"
+#: A partition's sink operator stats (`doc`: `{operator: counts}` as JSON).
+OPERATORS = "operators"
 _ORDER = [("seq", "descending"), ("part", "descending"), ("sub", "descending")]
 
 
@@ -149,6 +154,8 @@ def partition_summary(
         result = work.sink.write_partition(batch_id, partition, attempt, columns)
         failures = result.failures
         rows.extend(_staged_row(directory, path) for directory, path in result.staged)
+        if result.requests is not None:
+            rows.append({"kind": OPERATORS, "doc": json.dumps(request_counts(result.requests))})
         for index, record in failures:
             seq, part, sub = columns.position(index)
             rows.append(
@@ -223,5 +230,7 @@ def assemble(
         written_bytes=sum(int(row["bytes"] or 0) for row in counts),
         first_message=produced + len(envelope_dlq) + len(sink_dlq) - len(kept),
     )
+    for row in by_kind.get(OPERATORS, []):
+        batch.operators = add_operators(batch.operators, json.loads(row["doc"]))
     staged = [(str(row["doc"]), str(row["meta"])) for row in by_kind.get(STAGED, [])]
     return batch, staged

@@ -11,14 +11,24 @@ them under an observed metric named after the operator and its stage path
 add up over batches, so p50 and p99 of a processor's whole life are read from the sums: a
 percentile is reported as the upper bound of the bucket it falls in.
 
+A sink that makes one request per document (`$https` as the last stage) counts in Python
+where it writes, on the executors: `request_counts` turns what it did with a partition
+(`_stream.outputs.SinkRequests`) into the same counters and buckets, which travel to the
+driver in the partition's summary (`_engine.partitions`) and reach the stats with the batch
+(`BatchResult.operators`), so a replayed batch replaces them like every other count.
+
 Plain Python at import (the service reads the metrics with it); Spark only inside
 `observe_operator`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline_stages._stream.batch import SinkRequests
 
 #: Observed-metric names of operator stats start with this, then `<operator>:<stage path>`.
 METRIC_PREFIX = "sluice_operator:"
@@ -60,6 +70,27 @@ def observe_operator(
         aggregates.append(count(inside).alias(f"latency{index}"))
         lower = bound
     return df.observe(f"{METRIC_PREFIX}{operator}:{path}", *aggregates)
+
+
+def latency_buckets(latencies_ms: Iterable[float]) -> list[int]:
+    """Latencies counted per bucket, as `observe_operator` counts them in Spark: bucket `i`
+    holds `(LATENCY_BOUNDS_MS[i - 1], LATENCY_BOUNDS_MS[i]]`, the last one what is above."""
+    buckets = [0] * (len(LATENCY_BOUNDS_MS) + 1)
+    for latency in latencies_ms:
+        buckets[bisect_left(LATENCY_BOUNDS_MS, latency)] += 1
+    return buckets
+
+
+def request_counts(requests: SinkRequests) -> dict[str, dict[str, Any]]:
+    """`{operator: counts}` of what a sink did with one partition's documents: documents
+    received, requests acknowledged, and each request's latency."""
+    return {
+        requests.operator: {
+            "inputMessageCount": requests.received,
+            "outputMessageCount": requests.acknowledged,
+            "latencyBuckets": latency_buckets(requests.latencies_ms),
+        }
+    }
 
 
 def operator_counts(observed: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -63,6 +63,24 @@ class OutputTotals:
     first_message: int
 
 
+@dataclass(frozen=True)
+class SinkRequests:
+    """What a sink making one request per document (`$https` as the last stage) did with the
+    documents of one write, for its operator's stats (`_enrichment.operator_stats`).
+
+    Attributes:
+        operator: The sink's operator name.
+        received: Documents handed to the sink.
+        acknowledged: Those whose request was answered with a 2xx status.
+        latencies_ms: Each request sent, its time (retries included).
+    """
+
+    operator: str
+    received: int
+    acknowledged: int
+    latencies_ms: tuple[float, ...] = ()
+
+
 @dataclass
 class BatchResult:
     """What one micro-batch produced, in emission order."""
@@ -79,6 +97,9 @@ class BatchResult:
     #: Set when the sink already wrote the batch on the executors: `outputs` and `order` then
     #: hold only the batch's last messages (for `sample`), `dlq` every DLQ record.
     totals: OutputTotals | None = None
+    #: Per-operator stats the sink counted itself where it wrote (`$https` as the last stage:
+    #: `{operator: counts}`, `_enrichment.operator_stats`'s form); recorded with the batch.
+    operators: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class BatchWriter(Protocol):

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from pipeline_stages._stream.batch import Output, object_id, sink_target
+from pipeline_stages._stream.batch import Output, SinkRequests, object_id, sink_target
 
 
 class PartitionOutputs:
@@ -82,10 +82,12 @@ class PartitionWrite:
             output order.
         staged: Files written to a staging place, for the driver to publish: `(directory,
             staged path)` (the File sink; see `sinks.partitioned`).
+        requests: The requests a per-document request sink made (its operator's stats).
     """
 
     failures: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     staged: list[tuple[str, str]] = field(default_factory=list)
+    requests: SinkRequests | None = None
 
 
 class PartitionSink(Protocol):

@@ -19,6 +19,8 @@ Where the numbers come from:
 * `throttle.throttledTimeMs` / `throttle.throttleEvents` (`$throttle`) and the enrichment
   stages' per-operator counts, latencies and cache hits (`operatorStats`): read with the input
   counts (`pipeline_stages._engine.observed`), from the batch's end offset and observed metrics;
+  `$https` as the sink counts its requests where it sends them and hands them over with the
+  batch (`BatchResult.operators`);
 * `stateSize`, `watermark`: the window operator's stats rows, else Spark's state operators and
   event-time watermark. These are gauges, not counts: they are persisted with the processor
   record every `stats_flush_seconds` and on stop; so are `openWindows` and
@@ -28,7 +30,8 @@ Where the numbers come from:
   in the ledger with the batch; `eventTimeLagSeconds`: now − watermark, when it is read;
 * per-operator output (`operatorStats[].outputMessageCount`, verbose): known for the source
   (records read), the window's first inner operator (the window results, counted from its
-  stats rows) and the last operator (documents written); omitted for the others.
+  stats rows) and the last operator (documents written; for `$https` as the sink, the requests
+  answered 2xx); omitted for the others.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any
 
 from pipeline_stages import WINDOW_KEYS, parse_pipeline
 from pipeline_stages._connectors.sources.rate_limit import throttle_figures
-from pipeline_stages._enrichment.operator_stats import operator_counts, public_stats
+from pipeline_stages._enrichment.operator_stats import add_operators, operator_counts, public_stats
 from pipeline_stages.source import INPUT_METRICS
 from pipeline_stages.throttle import OPERATOR_NAME as THROTTLE_OPERATOR
 from service.stores.stats_ledger import (
@@ -141,11 +144,14 @@ class LiveStats:
         dlq_records: Iterable[tuple[str, int, str]],
         window_stats: Iterable[Mapping[str, Any]],
         input_metrics: Mapping[str, Any] | None = None,
+        sink_operators: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> bool:
         """Count one written micro-batch, persisting its counts before returning; False for a
         replayed batch id (its counts replace the first attempt's) or an older one. Outputs
         are counted from `output_count` and `output_bytes` when given (totals counted where
-        the documents were written), else from each document's size (`output_sizes`)."""
+        the documents were written), else from each document's size (`output_sizes`).
+        `sink_operators` are the operator stats the sink counted itself (`$https` as the
+        sink), recorded with the enrichment stages' ones."""
         if output_count is None:
             sizes = list(output_sizes)
             output_count, output_bytes = len(sizes), sum(sizes)
@@ -177,6 +183,8 @@ class LiveStats:
             for name in THROTTLE_COUNTERS:
                 part[name] = int(input_metrics.get(name, 0) or 0)
             part[OPERATOR_STATS] = dict(input_metrics.get("operators") or {})
+        if sink_operators:
+            part[OPERATOR_STATS] = add_operators(part.get(OPERATOR_STATS) or {}, sink_operators)
         counted = self._record(LANE_BATCHES, batch_id, part)
         with self._lock:
             self._window_stats(window_stats)

@@ -3,7 +3,8 @@ API has received every output, and each under one `Idempotency-Key` (a replayed 
 sends the same key again, which the API deduplicates).
 
 The API is the test's own uvicorn app on 127.0.0.1 (`tests.integration.http_api`): it keeps
-the first body per key and counts every request.
+the first body per key and counts every request. The sink's operator stats count each output
+once, however many times a replay sent it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +42,14 @@ def post(service: ServiceProcess, numbers: range) -> None:
 
 def delivered(api: HttpApi) -> list[int]:
     return sorted(json.loads(text)["n"] for text in list(api.sink.values()))
+
+
+def _https_stats(service: ServiceProcess, *, at_least: int) -> dict[str, Any] | None:
+    """The verbose stats' `HttpsOperator` entry once it has counted `at_least` documents."""
+    with service.http() as client:
+        body = client.get("/api/v1/processors/hooks/stats", params={"verbose": "true"}).json()
+    entry = {o["name"]: o for o in body.get("operatorStats") or []}.get("HttpsOperator")
+    return entry if entry and entry.get("inputMessageCount", 0) >= at_least else None
 
 
 def test_each_output_once_per_key_across_kill9(tmp_path: Path) -> None:
@@ -78,5 +88,16 @@ def test_each_output_once_per_key_across_kill9(tmp_path: Path) -> None:
             assert api.sink_requests >= 60
             bodies = {key: json.loads(text) for key, text in api.sink.items()}
             assert all(doc["total"] == doc["n"] * 10 for doc in bodies.values())
+            # The sink's operator stats count each output once, the replayed batch included
+            # (recorded with the batch it counts, before Spark commits it).
+            https = poll(
+                lambda: _https_stats(service, at_least=60),
+                timeout=120,
+                message="the sink's operator stats did not reach 60",
+            )
+            assert (https["inputMessageCount"], https["outputMessageCount"]) == (60, 60)
+            assert https["dlqMessageCount"] == 0
+            assert https["latencyMs"]["samples"] == 60
+            assert https["latencyMs"]["p50"] <= https["latencyMs"]["p99"]
         finally:
             service.cleanup()

@@ -1,15 +1,19 @@
-"""`$https` as the last stage: the writer against a real API on 127.0.0.1, and end to end."""
+"""`$https` as the last stage: the writer against a real API on 127.0.0.1, end to end, and its
+operator stats on real Spark (counted once per micro-batch, also when Spark replays one)."""
 
 from __future__ import annotations
 
 import io
 import json
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipeline_stages import parse_stage
+from pipeline_stages import parse_pipeline, parse_stage
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sinks.dispatch import build_sink_writer
 from pipeline_stages._connectors.sinks.https_writer import (
@@ -18,10 +22,21 @@ from pipeline_stages._connectors.sinks.https_writer import (
     HttpsSinkWriter,
     plan_https,
 )
+from pipeline_stages._connectors.sources.register import register_all
+from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._stream.batch import BatchResult, Output
-from pipeline_stages._stream.context import ConnectionInfo
+from pipeline_stages._stream.context import CompileContext, ConnectionInfo
+from service.manager.stats import LiveStats, operator_names
+from service.manager.writers import ProcessorWriter, SampleBuffer
 from service.runtime.process import run_process
+from service.runtime.sink_resources import (
+    ClusterClients,
+    StoreSinkResources,
+    build_run_partition_sink,
+)
+from service.stores import open_stores
 from tests.integration.http_api import HttpApi, running_api
+from tests.integration.recorded_query import start_recorded_query
 
 
 @pytest.fixture
@@ -132,3 +147,100 @@ def test_a_pipeline_ending_in_https_posts_every_output(spark: Any, api: HttpApi)
         json.loads(body)["double"] == 2 * json.loads(body)["n"] for body in api.sink.values()
     )
     assert len(set(api.sink)) == 7
+
+
+#: Nine outputs in three micro-batches; two of them go to a path the API answers 404.
+REFUSED = (2, 7)
+STATS_DOCS = [{"n": n, "to": "/status/404" if n in REFUSED else "/sink"} for n in range(9)]
+
+
+def _run_recorded(spark: Any, compiled: Any, writer: Any, checkpoint: Path) -> None:
+    """Run the query until the source has nothing more, then stop it (Spark drives the
+    micro-batches; `processAllAvailable` returns once every batch is committed)."""
+    name = f"https_sink_{uuid.uuid4().hex[:8]}"
+    query, sink = start_recorded_query(spark, compiled, writer, name=name, checkpoint=checkpoint)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        sink.close()
+
+
+def _https_stats(stats: LiveStats, pipeline: list[Any]) -> dict[str, Any]:
+    operators, _ = operator_names(pipeline)
+    public = stats.public(
+        name="p",
+        processor_id="p",
+        status="running",
+        last_state_change=datetime.now(tz=UTC),
+        operators=operators,
+        verbose=True,
+    )
+    return {o["name"]: o for o in public["operatorStats"]}["HttpsOperator"]
+
+
+@pytest.mark.spark
+def test_the_sink_reports_its_requests_once_per_batch_across_a_replay(
+    spark: Any, api: HttpApi, tmp_path: Path
+) -> None:
+    pipeline = [
+        {"$source": {"documents": STATS_DOCS, "config": {"batchSize": 3}}},
+        {"$https": {"connectionName": "api", "path": "$to", "method": "POST"}},
+    ]
+    register_all(spark)
+    parsed = parse_pipeline(pipeline)
+    context = CompileContext(
+        spark=spark,
+        processor_name="p",
+        problems=ProblemCollector(),
+        has_dlq=True,
+        connections={"api": connection(api)},
+    )
+    compiled = compile_pipeline(parsed, context)
+    # The sink as the service builds it: written on the executors, per partition.
+    resources = StoreSinkResources(
+        local=lambda: pytest.fail("the $https sink opened local"),
+        connections={"api": connection(api)},
+        clients=ClusterClients(),
+    )
+    partition_sink = build_run_partition_sink(parsed, resources, processor="p", run_tag="t")
+    assert partition_sink is not None and partition_sink.on_executors
+    stores = open_stores(data_dir=tmp_path / "data")
+    stats = LiveStats(input_from_progress=False)
+
+    def writer() -> ProcessorWriter:
+        sample = SampleBuffer(stores.documents, "p", capacity=10)
+        return ProcessorWriter(
+            generation=1, stats=stats, sample=sample, dlq=None, sink=partition_sink
+        )
+
+    checkpoint = tmp_path / "checkpoint"
+    try:
+        _run_recorded(spark, compiled, writer(), checkpoint)
+        https = _https_stats(stats, pipeline)
+        assert https["inputMessageCount"] == len(STATS_DOCS) == len(api.calls)
+        assert https["outputMessageCount"] == api.sink_requests == len(api.sink)
+        assert api.sink_requests == len(STATS_DOCS) - len(REFUSED)
+        assert https["dlqMessageCount"] == len(REFUSED)
+        assert https["latencyMs"]["samples"] == len(api.calls)
+        assert 0 < https["latencyMs"]["p50"] <= https["latencyMs"]["p99"]
+        first = (dict(https), list(api.calls))
+
+        # A crash after the last batch's requests and before Spark committed it: without its
+        # commit entry, the restarted query runs that batch again, with the same id.
+        commits = checkpoint / "commits"
+        last = max((p for p in commits.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+        last.unlink()
+        (commits / f".{last.name}.crc").unlink(missing_ok=True)
+        _run_recorded(spark, compiled, writer(), checkpoint)
+        assert len(api.calls) > len(first[1])  # the API saw the batch's requests again
+        assert len(api.sink) == len(STATS_DOCS) - len(REFUSED)  # deduplicated on the key
+        again = _https_stats(stats, pipeline)
+        # Counted once: the replay's counts replaced the first attempt's (its latencies too,
+        # which differ from run to run; their number does not).
+        latency, first_latency = again.pop("latencyMs"), first[0].pop("latencyMs")
+        assert again == first[0]
+        assert latency["samples"] == first_latency["samples"] == len(STATS_DOCS)
+        assert latency["p50"] <= latency["p99"]
+    finally:
+        stores.close()

@@ -13,6 +13,10 @@ group), so an API that deduplicates on the key sees each output once. Requests r
 concurrently, bounded (`http_client`); a failed one goes to the DLQ under `onError: "dlq"`
 (status and truncated body in the reason), is dropped under `ignore`, and fails the batch
 (so the query) under `fail`.
+
+Each write leaves what it did in `requests` (documents received, requests answered 2xx,
+each request's latency): the sink's operator stats, which the partition hands to the driver
+with its summary (`_engine.partitions`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from pipeline_stages._connectors.sinks.ids import (
     write_error_reason,
 )
 from pipeline_stages._connectors.sinks.plans import Name, TargetError, resolve_name
-from pipeline_stages._stream.batch import BatchResult
+from pipeline_stages._stream.batch import BatchResult, SinkRequests
 from pipeline_stages._stream.context import ConnectionInfo
 
 OPERATOR = "HttpsOperator"
@@ -138,6 +142,8 @@ class HttpsSinkWriter:
         self._url = str(config["url"])
         self._headers = {str(k): str(v) for k, v in (config.get("headers") or {}).items()}
         self._processor = processor
+        #: What the last `write` did (its operator's stats); None before any.
+        self.requests: SinkRequests | None = None
 
     def write(self, batch: BatchResult) -> list[dict[str, Any]]:
         """Send the batch's outputs; return DLQ records for those not delivered."""
@@ -150,9 +156,19 @@ class HttpsSinkWriter:
             except TargetError as exc:
                 requests.append(None)
                 failures[index] = str(exc)
+        latencies: list[float] = []
+        acknowledged = 0
         for index, outcome in enumerate(send_all(requests, self.plan.policy)):
-            if outcome is not None and not outcome.ok:
+            if outcome is None:
+                continue
+            latencies.append(outcome.elapsed_ms)
+            if outcome.ok:
+                acknowledged += 1
+            else:
                 failures[index] = outcome.describe()
+        self.requests = SinkRequests(
+            self.plan.operator, len(batch.outputs), acknowledged, tuple(latencies)
+        )
         if failures and self.plan.on_error == "fail":
             first = failures[min(failures)]
             raise HttpsSinkFailed(f"$https sink {first}")

@@ -39,7 +39,7 @@ from pipeline_stages._connectors.sinks.dispatch import SinkResources, build_sink
 from pipeline_stages._connectors.sinks.file_writer import SUFFIX, batch_file_name
 from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records, sink_record_id
 from pipeline_stages._connectors.sinks.plans import FileEmitPlan, TargetError, resolve_name
-from pipeline_stages._stream.batch import BatchResult, Output
+from pipeline_stages._stream.batch import BatchResult, Output, SinkRequests
 from pipeline_stages._stream.outputs import PartitionOutputs, PartitionWrite
 
 #: The hidden directory, in each target directory, where partitions stage a batch's files.
@@ -188,7 +188,7 @@ class WriterPartitionSink:
         self, batch_id: int, partition: int, attempt: int, outputs: PartitionOutputs
     ) -> PartitionWrite:
         """Write the partition's documents with one writer call (its ids do not depend on
-        the partition)."""
+        the partition); a writer that counts its requests (`requests`) reports them."""
         del partition, attempt
         writer = self.make()
         found = outputs.outputs()
@@ -196,7 +196,11 @@ class WriterPartitionSink:
             records = writer.write(BatchResult(batch_id=batch_id, outputs=found))
         finally:
             close_sink(writer)
-        return PartitionWrite(failures=_paired(found, list(records or []), self.processor))
+        requests = getattr(writer, "requests", None)
+        return PartitionWrite(
+            failures=_paired(found, list(records or []), self.processor),
+            requests=requests if isinstance(requests, SinkRequests) else None,
+        )
 
     def publish(self, batch_id: int, staged: list[tuple[str, str]]) -> None:
         """Nothing to publish: every partition wrote its documents."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records
 from pipeline_stages._connectors.sinks.partitioned import (
     STAGING,
     FilePartitionSink,
@@ -18,7 +20,7 @@ from pipeline_stages._connectors.sinks.partitioned import (
 from pipeline_stages._connectors.sinks.plans import FileEmitPlan, Name
 from pipeline_stages._engine.partitions import ARROW_ENVELOPE, PartitionWork, assemble
 from pipeline_stages._engine.partitions import partition_summary as summary_of
-from pipeline_stages._stream.batch import SINK_TARGET_META
+from pipeline_stages._stream.batch import SINK_TARGET_META, BatchResult, SinkRequests
 from pipeline_stages._stream.outputs import PartitionOutputs
 
 
@@ -157,3 +159,50 @@ def test_the_partition_summary_counts_samples_and_reports_failures() -> None:
     assert batch.totals.first_message == 8 + 1 + 4 - 3
     assert batch.stats == [{"bucket": 0, "openWindows": 1}]
     assert len(writer.seen) == 8
+
+
+class Requesting:
+    """A writer that makes one request per document and reports them, as `$https` does: the
+    odd ones are refused (DLQ'd), every request took 3 ms."""
+
+    def __init__(self) -> None:
+        self.requests: SinkRequests | None = None
+
+    def write(self, batch: BatchResult) -> list[dict[str, Any]]:
+        refused = [o for o in batch.outputs if json.loads(o.doc_json)["n"] % 2]
+        self.requests = SinkRequests(
+            "HttpsOperator",
+            len(batch.outputs),
+            len(batch.outputs) - len(refused),
+            tuple(3.0 for _ in batch.outputs),
+        )
+        return failure_records(
+            batch.outputs,
+            effective_keys(batch.outputs),
+            [(i, "status 500") for i, o in enumerate(batch.outputs) if o in refused],
+            operator="HttpsOperator",
+            processor="p",
+            now=datetime.now(tz=UTC),
+        )
+
+
+def test_the_sinks_request_counts_travel_in_the_summary_and_add_up_per_batch() -> None:
+    sink = WriterPartitionSink(make=Requesting, processor="p", on_executors=False)
+    work = PartitionWork("p", sink, tail=0)
+    partitions = [[envelope(n, {"n": n}) for n in range(k, k + 3)] for k in (0, 3)]
+    summary = [
+        r
+        for index, rows in enumerate(partitions)
+        for b in summary_of(work, 7, table(rows).to_batches(), index, 0)
+        for r in b.to_pylist()
+    ]
+    batch, _ = assemble(work, 7, summary, None)
+    counts = batch.operators["HttpsOperator"]
+    assert (counts["inputMessageCount"], counts["outputMessageCount"]) == (6, 3)
+    assert counts["latencyBuckets"][2] == 6 and sum(counts["latencyBuckets"]) == 6
+    assert len(batch.dlq) == 3
+    # A writer that does not count requests (the other sinks) adds no operator entry.
+    plain = PartitionWork("p", WriterPartitionSink(make=Refusing, processor="p"), tail=0)
+    rows = table([envelope(0, {"n": 0})]).to_batches()
+    other = [r for b in summary_of(plain, 0, rows, 0, 0) for r in b.to_pylist()]
+    assert assemble(plain, 0, other, None)[0].operators == {}

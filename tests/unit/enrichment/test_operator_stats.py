@@ -1,5 +1,6 @@
 """Per-operator stats of the enrichment stages: reading observed metrics, adding batches up,
-and the latency percentiles read from bucket counts (no Spark)."""
+the latency percentiles read from bucket counts, and a sink's requests counted in Python
+(no Spark)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from pipeline_stages._enrichment.operator_stats import (
     LATENCY_BOUNDS_MS,
     METRIC_PREFIX,
     add_operators,
+    latency_buckets,
     operator_counts,
     percentile_ms,
     public_stats,
+    request_counts,
 )
+from pipeline_stages._stream.batch import SinkRequests
 
 BUCKETS = len(LATENCY_BOUNDS_MS) + 1
 
@@ -70,3 +74,29 @@ def test_public_stats_show_latency_only_with_samples() -> None:
     assert "latencyMs" not in public_stats({"inputMessageCount": 1, "latencyBuckets": [0] * 3})
     shown = public_stats({"inputMessageCount": 1, "latencyBuckets": [1, 0, 0]})
     assert shown["latencyMs"] == {"p50": 1.0, "p99": 1.0, "samples": 1}
+
+
+def test_latencies_fall_in_the_buckets_spark_counts_them_in() -> None:
+    # Bucket i holds (bound[i - 1], bound[i]]; the last one what is above the last bound.
+    samples = [0.0, 1.0, 1.01, 2.0, 49.9, 50.0, 50.5, 60000.0, 60000.1, 1e9]
+    buckets = latency_buckets(samples)
+    assert len(buckets) == BUCKETS
+    expected = [0] * BUCKETS
+    for index in (0, 0, 1, 1, 5, 5, 6, BUCKETS - 2, BUCKETS - 1, BUCKETS - 1):
+        expected[index] += 1
+    assert buckets == expected
+    assert latency_buckets([]) == [0] * BUCKETS
+
+
+def test_a_sinks_requests_become_its_operators_counts() -> None:
+    first = request_counts(SinkRequests("HttpsOperator", 4, 3, (3.0, 4.0, 700.0)))
+    second = request_counts(SinkRequests("HttpsOperator", 2, 2, (8.0, 9.0)))
+    total = add_operators(first, second)["HttpsOperator"]
+    assert (total["inputMessageCount"], total["outputMessageCount"]) == (6, 5)
+    shown = public_stats(total)
+    assert shown["latencyMs"] == {"p50": 10.0, "p99": 1000.0, "samples": 5}
+    assert "cacheHitCount" not in shown
+    # A partition whose documents were all refused before any request: no latency.
+    assert "latencyMs" not in public_stats(
+        request_counts(SinkRequests("HttpsOperator", 1, 0))["HttpsOperator"]
+    )

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from pipeline_stages._stream.batch import BatchResult, Output
+from pipeline_stages._enrichment.operator_stats import request_counts
+from pipeline_stages._stream.batch import BatchResult, Output, OutputTotals, SinkRequests
 from service.api.metrics import ProcessorSample, render
 from service.manager.runs import summarize_error
 from service.manager.stats import LiveStats
@@ -208,3 +209,62 @@ def test_a_watermark_read_back_from_the_store_keeps_its_ejson_form() -> None:
     assert LiveStats({"watermark": {"$date": "2024-01-01T00:00:01.000Z"}}).watermark == {
         "$date": "2024-01-01T00:00:01.000Z"
     }
+
+
+def _sink_batch(batch_id: int, acknowledged: int) -> BatchResult:
+    """A batch the `$https` sink wrote on the executors: 3 documents, its request counts."""
+    result = BatchResult(batch_id=batch_id, input={"count": 3, "bytes": 30})
+    result.totals = OutputTotals(produced=3, written=3, written_bytes=30, first_message=0)
+    result.operators = request_counts(
+        SinkRequests("HttpsOperator", 3, acknowledged, (4.0, 4.0, 300.0))
+    )
+    return result
+
+
+def _https_entry(stats: LiveStats) -> dict[str, Any]:
+    public = stats.public(
+        name="p",
+        processor_id="i",
+        status="running",
+        last_state_change=datetime.now(tz=UTC),
+        operators=["SourceOperator", "HttpsOperator"],
+        verbose=True,
+    )
+    return {o["name"]: o for o in public["operatorStats"]}["HttpsOperator"]
+
+
+def test_the_sinks_operator_stats_count_each_batch_once(stores: Stores) -> None:
+    stats = LiveStats(input_from_progress=False)
+    writer = writer_for(stores, stats)
+    writer.write(_sink_batch(0, 3))
+    writer.write(_sink_batch(0, 2))  # the replay after a crash: its counts replace the first
+    writer.write(_sink_batch(1, 3))
+    entry = _https_entry(stats)
+    # The sink's own counts win over the processor's documents written for its entry.
+    assert (entry["inputMessageCount"], entry["outputMessageCount"]) == (6, 5)
+    assert entry["latencyMs"] == {"p50": 5.0, "p99": 500.0, "samples": 6}
+
+
+class _CountingSink:
+    """A driver-side sink that reports its requests (as `HttpsSinkWriter` does)."""
+
+    def __init__(self) -> None:
+        self.requests: SinkRequests | None = None
+
+    def write(self, batch: BatchResult) -> list[dict[str, Any]]:
+        self.requests = SinkRequests("HttpsOperator", len(batch.outputs), 1, (1.0, 2.0))
+        return []
+
+
+def test_a_driver_side_sink_reports_its_requests_too(stores: Stores) -> None:
+    stats = LiveStats(input_from_progress=False)
+    dlq = DlqWriter(lambda: stores.dlq("d", "dlq"), processor="p", instance="ws")
+    sample = SampleBuffer(stores.documents, "abc", capacity=10)
+    writer = ProcessorWriter(
+        generation=1, stats=stats, sample=sample, dlq=dlq, sink=_CountingSink()
+    )
+    writer.write(batch(0))
+    writer.write(batch(0))
+    entry = _https_entry(stats)
+    assert (entry["inputMessageCount"], entry["outputMessageCount"]) == (2, 1)
+    assert entry["latencyMs"]["samples"] == 2
