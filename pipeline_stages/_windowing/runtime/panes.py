@@ -22,6 +22,7 @@ the checkpoint continues each window's index and count.
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import numpy as np
@@ -104,20 +105,40 @@ class FixedPanes:
                 )  # fmt: skip
             return max(upto, admitted)
 
+        # The (window, document) pairs, each once, sorted by window start then arrival.
         pair_rows, pair_k = np.nonzero(reached)
-        last_doc: dict[int, int] = {}
-        for i, start in zip(pair_rows.tolist(), starts[pair_rows, pair_k].tolist(), strict=True):
-            doc = int(docs[i])
-            if last_doc.get(start) == doc:
-                continue  # another row of a document already counted in this window
-            last_doc[start] = doc
-            counts = self.counts[start]
-            counts[1] += 1
-            if counts[1] >= every:
-                admitted = admit_through(doc)
-                r = int(rows[i])
-                self.fire(start, EARLY, part=int(seg.part[r]), seq=int(seg.seq[r]))
-        admit_through(int(docs[-1]) if len(docs) else -1)
+        window_starts, window_ids = np.unique(starts[pair_rows, pair_k], return_inverse=True)
+        n_docs = int(docs[-1]) + 1
+        pair_keys, first = np.unique(window_ids * n_docs + docs[pair_rows], return_index=True)
+        pair_docs, pair_windows = pair_keys % n_docs, pair_keys // n_docs
+        pair_row = pair_rows[first]
+        bounds = np.searchsorted(pair_windows, np.arange(len(window_starts) + 1)).tolist()
+        # Per window, `base`: the pair index its count restarts after (the count at pair j is
+        # j - base). Fire attempts go through a heap by arrival, then window start: a fired
+        # pane's next attempt is `every` documents on, one not fired tries again at the next.
+        base: list[int] = []
+        heap: list[tuple[int, int, int]] = []
+        for w, start in enumerate(window_starts.tolist()):
+            lo, hi = bounds[w], bounds[w + 1]
+            base.append(lo - 1 - self.counts[start][1])
+            at = max(base[w] + every, lo)
+            if at < hi:
+                heap.append((int(pair_docs[at]), w, at))
+        heapq.heapify(heap)
+        while heap:
+            doc, w, at = heapq.heappop(heap)
+            admitted = admit_through(doc)
+            start = int(window_starts[w])
+            self.counts[start][1] = at - base[w]
+            r = int(rows[pair_row[at]])
+            if self.fire(start, EARLY, part=int(seg.part[r]), seq=int(seg.seq[r])):
+                base[w] = at
+            following = base[w] + every if base[w] == at else at + 1
+            if following < bounds[w + 1]:
+                heapq.heappush(heap, (int(pair_docs[following]), w, following))
+        for w, start in enumerate(window_starts.tolist()):
+            self.counts[start][1] = bounds[w + 1] - 1 - base[w]
+        admit_through(n_docs - 1)
 
     def fire(self, start: int, timing: str, *, part: int, seq: int) -> bool:
         """Fire one pane of the window at `start`, attributed to the source position
