@@ -123,3 +123,21 @@ def test_a_spec_without_panes_emits_no_pane() -> None:
     )
     metas = [json.loads(m)["window"] for m in frame[frame["kind"] == KIND_OUTPUT]["meta"]]
     assert metas and all("pane" not in m for m in metas)
+
+
+def test_a_pane_that_would_emit_nothing_is_not_fired() -> None:
+    """Documents the inner `$match` drops count, but a pane over none is not fired: it takes
+    no index and the next document tries again (the reference model's rule)."""
+    operator = make_operator(pane_spec("discarding", 2, SIZE_MS, 0))
+    batch = rows(0, [1_000, 2_000, 3_000, 4_000, 25_000], ["a"] * 5)
+    batch[C.FLAG] = pd.Series([C.FLAG_DROPPED_INSIDE] * 2 + [C.FLAG_OK] * 3, dtype="int8")
+    frame = pd.concat(list(operator((0,), iter([batch]), FakeState(None, 1))))
+    results = frame[frame["kind"] == KIND_OUTPUT].sort_values(["seq", "sub"])
+    got = [
+        (int(seq), json.loads(meta)["window"]["pane"], json.loads(doc)["n"])
+        for seq, meta, doc in zip(results["seq"], results["meta"], results["doc"], strict=True)
+    ]
+    assert got == [
+        (2, {"index": 0, "timing": "EARLY"}, 1),  # the attempt after document 1 emitted nothing
+        (4, {"index": 1, "timing": "ON_TIME"}, 1),  # document 3; 25 s closes [0, 10)
+    ]
