@@ -37,6 +37,14 @@ DurationUnit = Literal["ms", "second", "minute", "hour", "day"]
 OffsetUnit = Literal["ms", "second", "minute", "hour"]
 
 
+#: The window stages' keys. The layers below the registry (the engine's plan, the MQL scan)
+#: need them without importing it; the registry's `WINDOW_KEYS`, derived from the window
+#: specs, must equal this (tests/unit/stages/test_registry.py).
+WINDOW_STAGE_KEYS = frozenset(
+    {"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow", "$globalWindow"}
+)
+
+
 class StageModel(BaseModel):
     """Base of every stage spec: frozen, unknown fields rejected, Atlas camelCase aliases."""
 

@@ -30,6 +30,7 @@ from service.config.settings import Settings
 from service.console import install_console, start_console, stop_console
 from service.errors import error_body, install_handlers
 from service.manager.connections import ConnectionRegistry
+from service.manager.ephemeral import EphemeralRuns
 from service.manager.ingest import IngestService
 from service.manager.processors import ProcessorManager
 from service.manager.replay import DlqReplayer
@@ -140,6 +141,9 @@ def build_services(settings: Settings, *, engine: Engine | None, stores: Stores 
     replayer = DlqReplayer(
         stores=stores, dlq_targets=manager.dlq_targets, connections=registry, ingest=ingest
     )
+    ephemeral = EphemeralRuns(
+        engine=engine, connections=registry, documents=stores.documents, settings=settings
+    )
     return Services(
         settings=settings,
         stores=stores,
@@ -148,6 +152,7 @@ def build_services(settings: Settings, *, engine: Engine | None, stores: Stores 
         ingest=ingest,
         auth=ApiKeyChecker(accepted_keys(settings.api_keys, settings.data_dir)),
         replayer=replayer,
+        ephemeral=ephemeral,
     )
 
 
@@ -179,6 +184,7 @@ def create_app(
             yield
         finally:
             await run_in_threadpool(stop_console, app)
+            await run_in_threadpool(services.ephemeral.close)
             log.info("shutting down: stopping processor queries")
             await run_in_threadpool(services.manager.close)
             if owns_stores:

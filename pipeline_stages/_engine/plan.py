@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
-from pipeline_stages._base import ProblemCollector
+from pipeline_stages._base import WINDOW_STAGE_KEYS, ProblemCollector
 from pipeline_stages._connectors.sinks.plans import computed_names
 from pipeline_stages._connectors.sinks.targets import prepare_frame
 from pipeline_stages._connectors.sources.rate_limit import Limit
@@ -35,10 +35,6 @@ from pipeline_stages._windowing.spark.compile import bucket_count
 
 if TYPE_CHECKING:
     from pipeline_stages import ParsedPipeline
-
-WINDOW_KEYS = frozenset(
-    {"$tumblingWindow", "$hoppingWindow", "$sessionWindow", "$slidingWindow", "$globalWindow"}
-)
 
 
 @dataclass(frozen=True)
@@ -102,17 +98,17 @@ def compile_after_source(
     """
     source_stage, *rest = parsed.stages
     ctx.window_source = _window_source(source_stage.spec, source_plan, test_clock, partitions)  # type: ignore[attr-defined]
-    if any(stage.key in WINDOW_KEYS for stage in rest):
+    if any(stage.key in WINDOW_STAGE_KEYS for stage in rest):
         _bound_state_partitions(ctx)
     frame: StreamFrame = source_plan.frame
     sink: Any | None = None
     window: WindowPlan | None = None
     batch_window: Any | None = None
     after_window: list[Any] = []
-    ctx.window_ahead = any(stage.key in WINDOW_KEYS for stage in rest)
+    ctx.window_ahead = any(stage.key in WINDOW_STAGE_KEYS for stage in rest)
     for index, stage in enumerate(rest):
         module = entry_of(stage.spec).module
-        if stage.key in WINDOW_KEYS:
+        if stage.key in WINDOW_STAGE_KEYS:
             ctx.window_ahead = False
         if stage is parsed.sink:
             # A last `$https` is the sink too: its module's `compile_sink` makes the plan.
@@ -120,7 +116,7 @@ def compile_after_source(
             # A sink target computed per document (`into.db` as an expression…) is evaluated
             # here, on the last frame, and travels to the writer in the row's metadata.
             frame = prepare_frame(sink, frame, ctx, stage.path, key=stage.key)
-        elif stage.key in WINDOW_KEYS:
+        elif stage.key in WINDOW_STAGE_KEYS:
             window = module.compile(stage.spec, frame, ctx, stage.path)
             ctx.after_window = True
             batch_window = getattr(window, "batch", None)

@@ -14,7 +14,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline_stages._base import Problem, ProblemCode, join_path
+from pipeline_stages._base import WINDOW_STAGE_KEYS, Problem, ProblemCode, join_path
 from pipeline_stages._mql.names import (
     DOCUMENT_LEVEL,
     EXPRESSION_EJSON_KEYS,
@@ -27,13 +27,6 @@ from pipeline_stages._mql.names import (
     UNSUPPORTED_QUERY_OPERATORS,
 )
 
-_WINDOWS = (
-    "$tumblingWindow",
-    "$hoppingWindow",
-    "$sessionWindow",
-    "$slidingWindow",
-    "$globalWindow",
-)
 #: Accumulators whose argument is an object naming the expression they evaluate.
 _ARGUMENT_FIELD = {
     "$top": "output", "$bottom": "output", "$topN": "output", "$bottomN": "output",
@@ -161,7 +154,7 @@ class _Scan:
         for index, stage in enumerate(raw):
             if isinstance(stage, dict) and len(stage) == 1:
                 key, body = next(iter(stage.items()))
-                handler = _STAGES.get(key) or (_window if key in _WINDOWS else None)
+                handler = _STAGES.get(key) or (_window if key in WINDOW_STAGE_KEYS else None)
                 if handler is not None:
                     handler(self, body, join_path(path, index, key))
 

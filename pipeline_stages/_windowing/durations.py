@@ -6,6 +6,8 @@ Its own module so that both the window specs (`stage_fields`) and the trigger sp
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import field_validator
 
 from pipeline_stages._base import Duration, custom_error
@@ -15,12 +17,14 @@ class PositiveDuration(Duration):
     """A duration whose size is strictly positive (hop size, gap, time difference)."""
 
     size: int
+    #: What the error message calls the duration (Atlas words the interval's own way).
+    subject: ClassVar[str] = "Duration"
 
     @field_validator("size")
     @classmethod
     def _positive(cls, value: int) -> int:
         if value <= 0:
             raise custom_error(
-                "greater_than", f"Duration size must be greater than 0. Got {value}."
+                "greater_than", f"{cls.subject} size must be greater than 0. Got {value}."
             )
         return value

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, GetPydanticSchema, field_validator
 from pydantic_core import core_schema
@@ -52,19 +52,10 @@ THREE_SECONDS = Duration(size=3, unit="second")
 Boundary = Literal["eventTime", "processingTime"]
 
 
-class IntervalDuration(Duration):
+class IntervalDuration(PositiveDuration):
     """A window interval: a duration whose size is strictly positive."""
 
-    size: int
-
-    @field_validator("size")
-    @classmethod
-    def _positive(cls, value: int) -> int:
-        if value <= 0:
-            raise custom_error(
-                "greater_than", f"Window interval size must be greater than 0. Got {value}."
-            )
-        return value
+    subject: ClassVar[str] = "Window interval"
 
 
 def _zero_or_duration(label: str, max_ms: int | None) -> Any:

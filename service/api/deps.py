@@ -16,6 +16,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from service.auth import ApiKeyChecker
 from service.config.settings import Settings
 from service.manager.connections import ConnectionRegistry
+from service.manager.ephemeral import EphemeralRuns
 from service.manager.ingest import IngestService
 from service.manager.processors import ProcessorManager
 from service.manager.replay import DlqReplayer
@@ -34,6 +35,7 @@ class Services:
     ingest: IngestService
     auth: ApiKeyChecker
     replayer: DlqReplayer
+    ephemeral: EphemeralRuns
 
 
 async def get_services(request: Request) -> Services:
@@ -62,6 +64,11 @@ async def get_replayer(request: Request) -> DlqReplayer:
     return (await get_services(request)).replayer
 
 
+async def get_ephemeral(request: Request) -> EphemeralRuns:
+    """The ephemeral processors."""
+    return (await get_services(request)).ephemeral
+
+
 async def get_settings(request: Request) -> Settings:
     """The settings."""
     return (await get_services(request)).settings
@@ -71,6 +78,7 @@ ManagerDep = Annotated[ProcessorManager, Depends(get_manager)]
 ConnectionsDep = Annotated[ConnectionRegistry, Depends(get_connections)]
 IngestDep = Annotated[IngestService, Depends(get_ingest)]
 ReplayerDep = Annotated[DlqReplayer, Depends(get_replayer)]
+EphemeralDep = Annotated[EphemeralRuns, Depends(get_ephemeral)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ServicesDep = Annotated[Services, Depends(get_services)]
 

@@ -3,7 +3,8 @@
 * `sluice serve`: run the service (REST API, processors on Spark);
 * `sluice demo`: the service on embedded defaults with a processor on the sample stream;
 * `sluice processors|dlq|connections ...` and `sluice ingest`: talk to a running service;
-* `sluice process`: run one pipeline ephemerally, no service (Atlas's `sp.process`);
+* `sluice process`: run one pipeline ephemerally (Atlas's `sp.process`), on a running
+  service's warm SparkSession when one answers, else (or with `--local`) in-process;
 * `sluice validate`: a pipeline's problems, locally, without Spark;
 * `sluice cluster up|down|status`: a local Spark standalone cluster to run the service on.
 
@@ -23,6 +24,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from service.cli.client import resolve_target
 from service.cli.cluster import cluster_app
 from service.cli.dlq import dlq_app
 from service.cli.ingest import send_file
@@ -36,6 +38,7 @@ from service.cli.output import (
     usage_error,
     wants_json,
 )
+from service.cli.process import EXIT_INVALID, run_remote, service_answers
 from service.cli.processors import processors_app
 from service.cli.resources import connections_app
 from service.config.private_files import UnsafeDirectory
@@ -81,6 +84,7 @@ def _read_document(source: str) -> object:
 
 @app.command()
 def process(
+    ctx: typer.Context,
     pipeline_file: Annotated[str, typer.Argument(help="Pipeline JSON file, or - for stdin.")],
     batch_size: Annotated[
         int | None,
@@ -89,26 +93,43 @@ def process(
     max_seconds: Annotated[
         float, typer.Option("--max-seconds", help="Stop after this long (Atlas: 10 minutes).")
     ] = 600.0,
+    local: Annotated[
+        bool, typer.Option("--local", help="Run on a SparkSession of its own, not the service's.")
+    ] = False,
 ) -> None:
-    """Run a pipeline ephemerally on a local SparkSession, like Atlas's sp.process.
+    """Run a pipeline ephemerally, like Atlas's sp.process: on a running service's warm
+    SparkSession when one answers (found like the other commands), else locally.
 
-    Spark settings come from SLUICE_SPARK_CONF_FILE, SLUICE_SPARK_CONF and
-    SLUICE_SPARK_CONF_<key> variables, as for `sluice serve`."""
-    from service.cli.process import EXIT_INVALID, run_process
-
+    A local run takes its Spark settings from SLUICE_SPARK_CONF_FILE, SLUICE_SPARK_CONF and
+    SLUICE_SPARK_CONF_<key> variables, as `sluice serve` does."""
     try:
         document = _read_document(pipeline_file)
     except (OSError, json.JSONDecodeError) as error:
         problem = {"code": "invalid_json", "path": "", "message": str(error)}
         sys.stderr.write(json.dumps({"problems": [problem]}) + "\n")
         raise typer.Exit(EXIT_INVALID) from None
-    code = run_process(
-        document,
-        out=sys.stdout,
-        err=sys.stderr,
-        batch_size=batch_size,
-        max_seconds=max_seconds,
-    )
+    code: int | None = None
+    if not local:
+        state = state_of(ctx)
+        try:
+            target = resolve_target(state.url, state.api_key, state.config)
+        except ValueError as error:
+            usage_error(state, str(error))
+        if service_answers(target):
+            code = run_remote(
+                document,
+                target,
+                out=sys.stdout,
+                err=sys.stderr,
+                batch_size=batch_size,
+                max_seconds=max_seconds,
+            )
+    if code is None:
+        from service.runtime.process import run_process  # Spark: only for a local run
+
+        code = run_process(
+            document, out=sys.stdout, err=sys.stderr, batch_size=batch_size, max_seconds=max_seconds
+        )
     raise typer.Exit(code)
 
 

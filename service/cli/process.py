@@ -1,342 +1,127 @@
-"""`sluice process`: run a pipeline ephemerally on a local SparkSession (Atlas's `sp.process`).
+"""`sluice process`: through a running service when one answers, else on a local SparkSession.
 
-Output is one relaxed Extended JSON object per line on stdout: each emitted document, and each
-DLQ record as `{"_dlqMessage": {...}}`. The run ends when a finite source is exhausted and no
-window can still be closed by an idleTimeout (open windows are not flushed, as in Atlas).
+A service is looked for as by every other client command (`service.cli.client.resolve_target`).
+When it answers `/healthz`, the pipeline runs there as an ephemeral processor on its warm
+SparkSession (`POST /api/v1/pipelines:process`) and its NDJSON frames are turned back into
+what `sluice process --local` prints: the same stdout lines, byte for byte, the same stderr
+lines and the same exit codes (`service.manager.ephemeral` describes the frames). Closing the
+connection (the command ends or is killed) stops the ephemeral processor.
 
-A pipeline ending in `$merge`/`$emit` writes to its sink instead of printing documents (DLQ
-records, the sink's write errors included, are still printed). Connections other than the
-built-ins are the ones registered with the service sharing this machine's data directory
-(`SLUICE_DATA_DIR`, default `~/.sluice`; `SLUICE_STORE_URL`), and `local` is that
-directory's embedded store, as for `sluice serve`. So are Spark settings: the session reads
-`SLUICE_SPARK_CONF_FILE`, `SLUICE_SPARK_CONF` and `SLUICE_SPARK_CONF_<key>` variables
-(`service.config.spark_conf`), e.g. to run windows on the batch engine.
+With no service (nothing listening, or no healthy answer in `PROBE_SECONDS`) the run is local,
+as `--local` forces; so it is, with a warning on stderr, when the service refuses the run
+(a wrong API key, an older service without the route, Spark unavailable there).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
-from pipeline_stages import parse_pipeline
-from pipeline_stages._base import PipelineInvalid, Problem
-from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
-from pipeline_stages._connectors.sources.register import register_all
-from pipeline_stages._engine.session import build_session, start_query
-from pipeline_stages._stream.batch import BatchResult
-from pipeline_stages._stream.context import ConnectionInfo
-from pipeline_stages._stream.outputs import PartitionSink
-from pipeline_stages._windowing.batch.pipelining import WindowFoldError
-from service.config.settings import default_data_dir
-from service.config.spark_conf import environment_conf
-from service.runtime.assemble import compile_context, compile_run
-from service.runtime.lookup_stores import lookup_opener
-from service.runtime.sink_resources import (
-    ClusterClients,
-    StoreSinkResources,
-    build_run_partition_sink,
-)
-from service.stores import open_stores
-from service.stores.factory import default_store_url
+import httpx
 
-EXIT_OK = 0
+from service.cli.client import API, Target, http_client
+
 EXIT_FAILED = 1
 EXIT_INVALID = 2
-
-#: Atlas stops `sp.process` after 10 minutes.
-DEFAULT_MAX_SECONDS = 600.0
-POLL_SECONDS = 0.05
-
-
-@dataclass
-class StdoutWriter:
-    """Prints results and DLQ records as they are produced; remembers the operator stats."""
-
-    out: TextIO
-    print_outputs: bool = True
-    open_windows_by_bucket: dict[int, int] = field(default_factory=dict)
-    batches: int = 0
-    #: Micro-batch id of the latest window stats (None before any).
-    stats_batch: int | None = None
-    #: Id of the first micro-batch seen with the finite source exhausted (see `_finished`).
-    exhausted_batch: int | None = None
-    #: The pipeline's `$merge`/`$emit` sink (None without a sink).
-    sink: PartitionSink | SinkWriter | None = None
-    #: No `sample` buffer here: a summarised batch needs none of its outputs.
-    sample_capacity: int = 0
-
-    @property
-    def writes_summaries(self) -> bool:
-        """With a sink, partitions write their documents on the executors and only DLQ
-        records are printed (`_engine.sink.SummaryWriter`); without one every document is
-        printed, so the batch is collected."""
-        return hasattr(self.sink, "write_partition")
-
-    @property
-    def partition_sink(self) -> PartitionSink | None:
-        """The sink the partitions write to."""
-        return cast("PartitionSink", self.sink) if self.writes_summaries else None
-
-    def write(self, batch: BatchResult) -> None:
-        """Print one micro-batch's documents (without a sink) and DLQ records, in order."""
-        if batch.totals is None and not self.writes_summaries:
-            apply_sink(cast("SinkWriter | None", self.sink), batch)  # a driver-side writer
-        if batch.totals is not None:
-            for record in batch.dlq:
-                self.out.write(json.dumps({"_dlqMessage": record}) + "\n")
-        for kind, index in [] if batch.totals is not None else batch.order:
-            if kind == "out" and self.print_outputs:
-                self.out.write(batch.outputs[index].doc_json + "\n")
-            elif kind == "dlq":
-                self.out.write(json.dumps({"_dlqMessage": batch.dlq[index]}) + "\n")
-        self.out.flush()
-        for stats in batch.stats:
-            self.open_windows_by_bucket[int(stats.get("bucket", 0))] = int(stats["openWindows"])
-            self.stats_batch = batch.batch_id
-        self.batches += 1
-
-    @property
-    def open_windows(self) -> int:
-        """Open windows reported by the window operator's last stats."""
-        return sum(self.open_windows_by_bucket.values())
+#: How long a service has to answer `/healthz` before the run is local.
+PROBE_SECONDS = 1.0
+#: Statuses after which the run falls back to a local one (the pipeline may be fine).
+_FALLBACK = frozenset({401, 403, 404, 405, 409, 503})
 
 
-def split_document(document: Any) -> tuple[Any, dict[str, Any]]:
-    """Accept a pipeline array or `{"pipeline": [...], "options": {...}}`."""
+def pipeline_of(document: Any) -> Any:
+    """The pipeline of a pipeline array or of `{"pipeline": [...], "options": {...}}`."""
     if isinstance(document, dict) and "pipeline" in document:
-        extra = set(document) - {"pipeline", "options"}
-        if extra:
-            raise PipelineInvalid(
-                [Problem("extra_forbidden", f"/{sorted(extra)[0]}", "unknown top-level field")]
-            )
-        options = document.get("options") or {}
-        return document["pipeline"], options if isinstance(options, dict) else {}
-    return document, {}
+        return document["pipeline"]
+    return document
 
 
-def problems_json(error: PipelineInvalid) -> str:
-    """The `{"problems": [...]}` body printed for an invalid pipeline."""
-    body: dict[str, Any] = {"problems": [p.to_dict() for p in error.problems]}
-    if error.warnings:
-        body["warnings"] = [w.to_dict() for w in error.warnings]
-    return json.dumps(body)
+def service_answers(target: Target) -> bool:
+    """Whether a Sluice service answers at the target."""
+    try:
+        response = httpx.get(f"{target.url}/healthz", timeout=PROBE_SECONDS)
+        return response.status_code == 200 and response.json().get("status") == "ok"
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return False
 
 
-def source_position(progress: dict[str, Any] | None) -> int | None:
-    """How many records of a finite source the last completed batch had read up to."""
-    if not progress or not progress.get("sources"):
-        return None
-    end = progress["sources"][0].get("endOffset")
-    if isinstance(end, str):
-        end = json.loads(end)
-    return int(end["index"]) if isinstance(end, dict) and "index" in end else None
-
-
-def run_process(
+def run_remote(
     document: Any,
+    target: Target,
     *,
     out: TextIO,
     err: TextIO,
-    batch_size: int | None = None,
-    max_seconds: float = DEFAULT_MAX_SECONDS,
-    spark_factory: Callable[[], Any] | None = None,
-    processor_name: str = "process",
-    connections: Mapping[str, Any] | None = None,
-    local_store: Any = None,
-) -> int:
-    """Run a pipeline to completion; returns the process exit code.
-
-    `connections` (name → object with `name`, `type`, `config`) and `local_store` (the
-    `DocumentStore` of `local`) default to the data directory's (see the module docstring).
-    """
-    try:
-        pipeline, options = split_document(document)
-        parsed = parse_pipeline(pipeline)
-    except PipelineInvalid as error:
-        err.write(problems_json(error) + "\n")
-        return EXIT_INVALID
-    try:
-        spark = spark_factory() if spark_factory else _default_session()
-    except ValueError as error:  # a malformed SLUICE_SPARK_CONF* setting
-        err.write(json.dumps({"error": str(error)}) + "\n")
-        return EXIT_INVALID
-    register_all(spark)
-    local = _LocalStore(local_store)
-    try:
-        if connections is None:
-            connections = local.registered_connections(pipeline)
-        return _compile_and_run(
-            parsed,
-            ctx_args=(spark, processor_name, batch_size),
-            connections=connections,
-            local=local,
-            out=out,
-            err=err,
-            max_seconds=max_seconds,
-        )
-    finally:
-        local.close()
-
-
-def _compile_and_run(
-    parsed: Any,
-    *,
-    ctx_args: tuple[Any, str, int | None],
-    connections: Mapping[str, Any],
-    local: _LocalStore,
-    out: TextIO,
-    err: TextIO,
+    batch_size: int | None,
     max_seconds: float,
-) -> int:
-    spark, processor_name, batch_size = ctx_args
-    ctx = compile_context(
-        spark,
-        processor=processor_name,
-        connections=connections,
-        has_dlq=True,
-        batch_size=batch_size,
-        lookup_stores=lookup_opener(local.url(), connections),
+) -> int | None:
+    """Run on the service and print what it streams; None when the run should be local
+    (a warning on `err` says why when the service answered but refused)."""
+    if isinstance(document, dict) and set(document) - {"pipeline", "options"}:
+        return None  # the local run reports the unknown field as it always has
+    body: dict[str, Any] = {"pipeline": pipeline_of(document), "maxSeconds": max_seconds}
+    if batch_size is not None:
+        body["batchSize"] = batch_size
+    # No read timeout: a run may print nothing for long (windows waiting on their idle timeout).
+    with http_client(target, timeout=30.0) as http:
+        timeout = httpx.Timeout(30.0, read=None)
+        try:
+            with http.stream(
+                "POST", f"{API}/pipelines:process", json=body, timeout=timeout
+            ) as response:
+                if response.status_code != 200:
+                    response.read()
+                    return _refused(response, err)
+                return _relay(response.iter_lines(), out=out, err=err)
+        except httpx.TransportError as error:
+            err.write(json.dumps({"error": f"the service's stream broke off: {error}"}) + "\n")
+            return EXIT_FAILED
+
+
+def _refused(response: httpx.Response, err: TextIO) -> int | None:
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = {"detail": response.text[:500]}
+    if response.status_code == 422 and isinstance(payload, dict):
+        problems = [
+            {**p, "path": _local_path(str(p.get("path", "")))}
+            for p in payload.get("problems") or []
+            if isinstance(p, dict)
+        ]
+        if problems:
+            answer: dict[str, Any] = {"problems": problems}
+            if payload.get("warnings"):
+                answer["warnings"] = payload["warnings"]
+            err.write(json.dumps(answer) + "\n")
+            return EXIT_INVALID
+    detail = payload.get("detail") if isinstance(payload, dict) else payload
+    if response.status_code in _FALLBACK:
+        warning = f"the service refused the run ({response.status_code}: {detail}); running locally"
+        err.write(json.dumps({"warning": warning}) + "\n")
+        return None
+    err.write(
+        json.dumps({"error": f"the service answered {response.status_code}: {detail}"}) + "\n"
     )
-    try:
-        compiled = compile_run(parsed, ctx)
-    except PipelineInvalid as error:
-        err.write(problems_json(error) + "\n")
-        return EXIT_INVALID
-    sink = _sink_writer(parsed, connections, local, processor_name)
-    writer = StdoutWriter(out, print_outputs=compiled.sink is None, sink=sink)
-    try:
-        return _run_query(compiled, writer, err=err, max_seconds=max_seconds, name=processor_name)
-    finally:
-        close_sink(sink)
+    return EXIT_FAILED
 
 
-class _LocalStore:
-    """The data directory's stores, opened only when a pipeline needs them."""
-
-    def __init__(self, documents: Any = None) -> None:
-        self._documents = documents
-        self._stores: Any = None
-        self.clients = ClusterClients()
-
-    def _open(self) -> Any:
-        if self._stores is None:
-            data_dir = os.environ.get("SLUICE_DATA_DIR") or str(default_data_dir())
-            os.makedirs(data_dir, exist_ok=True)
-            self._stores = open_stores(os.environ.get("SLUICE_STORE_URL"), data_dir=data_dir)
-        return self._stores
-
-    def url(self) -> str:
-        """The URL of the data directory's store (what executors open for lookups)."""
-        data_dir = os.environ.get("SLUICE_DATA_DIR") or str(default_data_dir())
-        return os.environ.get("SLUICE_STORE_URL") or default_store_url(data_dir)
-
-    def documents(self) -> Any:
-        """The `local` connection's document store."""
-        if self._documents is None:
-            self._documents = self._open().documents
-        return self._documents
-
-    def registered_connections(self, pipeline: Any) -> dict[str, Any]:
-        """The registered connections, read only when the pipeline names a non-built-in one."""
-        from service.manager.connections import BUILTINS, referenced_connections
-
-        if not referenced_connections(pipeline) - set(BUILTINS):
-            return {}
-        stored, _ = self._open().connections.list(offset=0, limit=1_000_000)
-        return {r.name: ConnectionInfo(r.name, r.type.value, dict(r.config)) for r in stored}
-
-    def close(self) -> None:
-        """Close the stores and cluster clients that were opened."""
-        self.clients.close()
-        if self._stores is not None:
-            self._stores.close()
+def _local_path(path: str) -> str:
+    """A body path (`/pipeline/0/$match`) as `sluice process --local` reports it (`/0/$match`)."""
+    return path[len("/pipeline") :] if path.startswith("/pipeline") else path
 
 
-def _sink_writer(parsed: Any, connections: Mapping[str, Any], local: _LocalStore, name: str) -> Any:
-    resources = StoreSinkResources(
-        local=local.documents, connections=connections, clients=local.clients
-    )
-    # Each run has a fresh checkpoint whose batch ids restart at 0: the start time keeps
-    # the File sink's names of two runs apart (and in order).
-    run_tag = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    return build_run_partition_sink(parsed, resources, processor=name, run_tag=run_tag)
-
-
-def _default_session() -> Any:
-    """A local session with the Spark settings the service would take from the environment
-    (`service.config.spark_conf`: e.g. `SLUICE_SPARK_CONF_spark__sluice__window__engine=batch`)."""
-
-    conf = environment_conf(os.environ)
-    return build_session(master="local[*]", app_name="sluice-process", conf=conf)
-
-
-def _run_query(
-    compiled: Any, writer: StdoutWriter, *, err: TextIO, max_seconds: float, name: str
-) -> int:
-    checkpoint = tempfile.mkdtemp(prefix="sluice-process-")
-    sink = compiled.foreach_batch(writer, processor=name, state_dir=f"{checkpoint}/window-state")
-    stream = (
-        compiled.envelopes.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime="0 seconds")
-    )
-    spark = compiled.envelopes.sparkSession
-    query = start_query(stream, spark, idle_batches=compiled.runs_when_idle)
-    deadline = time.monotonic() + max_seconds
-    try:
-        while not _finished(compiled, query, writer, sink):
-            failure = _failure(query, sink)
-            if failure is not None:
-                err.write(json.dumps({"error": failure}) + "\n")
-                return EXIT_FAILED
-            if time.monotonic() > deadline:
-                err.write(json.dumps({"warning": f"stopped after {max_seconds:g} s"}) + "\n")
-                break
-            # Polling the query's progress is how we learn a batch finished: with processing-time
-            # timeouts in the plan, processAllAvailable() never returns (spark-spike.md §6).
-            time.sleep(POLL_SECONDS)
-        return EXIT_OK
-    finally:
-        query.stop()
-        sink.close()
-        shutil.rmtree(checkpoint, ignore_errors=True)
-
-
-def _failure(query: Any, sink: Any) -> str | None:
-    """Why the query failed: its own error, or its batch window engine's background fold's."""
-    if query.exception() is not None:
-        return str(query.exception())
-    if sink.failure is not None:
-        return f"the window fold failed: {sink.failure}"
-    return None
-
-
-def _finished(compiled: Any, query: Any, writer: StdoutWriter, sink: Any) -> bool:
-    """A finite source is exhausted and no window can still close on the clock.
-
-    The window operator's stats are only trusted from the micro-batch that consumed the last
-    records onwards: earlier stats describe a stream that was still growing. A batch window
-    engine writes a batch after Spark reports it (`ForeachBatchSink.flush`).
-    """
-    if compiled.finite_total is None:
-        return False
-    progress = query.lastProgress
-    if source_position(progress) != compiled.finite_total:
-        return False
-    try:
-        sink.flush()
-    except WindowFoldError:
-        return False  # the caller reports it (`_failure`)
-    if not compiled.closes_on_clock:
-        return True
-    if writer.exhausted_batch is None:
-        writer.exhausted_batch = int(progress["batchId"])
-    fresh = writer.stats_batch is not None and writer.stats_batch >= writer.exhausted_batch
-    return fresh and writer.open_windows == 0
+def _relay(lines: Any, *, out: TextIO, err: TextIO) -> int:
+    """Print the frames' lines; the exit code is the last frame's."""
+    for line in lines:
+        if line.startswith('{"out":') and line.endswith("}"):
+            out.write(line[len('{"out":') : -1] + "\n")
+            out.flush()
+        elif line.startswith('{"err":') and line.endswith("}"):
+            err.write(line[len('{"err":') : -1] + "\n")
+            err.flush()
+        elif line.strip():
+            frame = json.loads(line)
+            if "exit" in frame:
+                return int(frame["exit"])
+    err.write(json.dumps({"error": "the service ended the stream without an exit code"}) + "\n")
+    return EXIT_FAILED

@@ -7,6 +7,9 @@ import time
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
 
 from service.cli.output import (
     JsonOption,
@@ -56,7 +59,7 @@ def _summary(processor: dict[str, Any]) -> list[Any]:
     stats = processor.get("stats") or {}
     error = (processor.get("error") or {}).get("message", "")
     return [
-        processor["name"],
+        processor["name"] + (" (ephemeral)" if processor.get("ephemeral") else ""),
         processor["state"],
         stats.get("inputMessageCount", 0),
         stats.get("outputMessageCount", 0),
@@ -198,28 +201,75 @@ def stats(
     name: Name,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
     kib: Annotated[bool, typer.Option("--kib", help="Sizes in KiB (scale 1024).")] = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Keep refreshing until Ctrl-C.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option(min=0.2, help="With --watch: seconds between refreshes.")
+    ] = 2.0,
+    seconds: Annotated[
+        float | None, typer.Option(help="With --watch: stop after this long.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Show Atlas-style stats (counts, sizes, watermark; --verbose per operator)."""
-    with api_call(state_of(ctx)) as client:
-        body = client.stats(name, verbose=verbose, scale=1024 if kib else 1)
-    if wants_json(ctx, as_json):
-        print_json(state_of(ctx), body)
-        return
-    scalars = [
-        (k, v) for k, v in body.items() if not isinstance(v, list | dict) or k == "watermark"
-    ]
-    # `throttle` holds Atlas's `throttle.throttledTimeMs` and `throttle.throttleEvents`.
-    scalars += [(f"throttle.{k}", v) for k, v in (body.get("throttle") or {}).items()]
-    table(state_of(ctx), ("FIELD", "VALUE"), scalars)
+    """Show Atlas-style stats (counts, sizes, watermark and lag, open windows, DLQ by reason
+    and operator; --verbose per operator). Dates print as ISO 8601."""
+    state = state_of(ctx)
+    scale = 1024 if kib else 1
+    deadline = None if seconds is None else time.monotonic() + seconds
+    with api_call(state) as client:
+        body = client.stats(name, verbose=verbose, scale=scale)
+        if wants_json(ctx, as_json):
+            print_json(state, body)
+            while watch and (deadline is None or time.monotonic() < deadline):
+                time.sleep(interval)  # one JSON document per refresh
+                print_json(state, client.stats(name, verbose=verbose, scale=scale))
+            return
+        if not watch:
+            state.stdout.print(stats_view(body))
+            return
+        try:
+            with Live(stats_view(body), console=state.stdout, auto_refresh=False) as live:
+                while deadline is None or time.monotonic() < deadline:
+                    time.sleep(interval)
+                    live.update(stats_view(client.stats(name, verbose=verbose, scale=scale)))
+                    live.refresh()
+        except KeyboardInterrupt:
+            return
+
+
+def _cell(value: Any) -> str:
+    """A stats value as the CLI prints it: dates as ISO 8601, maps as `key: value` lines."""
+    if value is None:
+        return "no data"
+    if isinstance(value, dict) and set(value) == {"$date"}:
+        return str(value["$date"])
+    if isinstance(value, dict):
+        return "\n".join(f"{k}: {_cell(v)}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def stats_view(body: dict[str, Any]) -> Group:
+    """The stats as rich tables: one field per row, then one operator per row."""
+    fields = Table("FIELD", "VALUE", header_style="bold")
+    for key, value in body.items():
+        if key == "throttle" and isinstance(value, dict):
+            # Atlas names them `throttle.throttledTimeMs` and `throttle.throttleEvents`.
+            for name, figure in value.items():
+                fields.add_row(f"throttle.{name}", _cell(figure))
+        elif not isinstance(value, list) and key != "lastBatch":
+            fields.add_row(key, _cell(value))
+    if isinstance(body.get("lastBatch"), dict):
+        fields.add_row("lastBatch", _cell(body["lastBatch"]))
+    parts: list[Table] = [fields]
     operators = [_flat(op) for op in body.get("operatorStats") or []]
     if operators:
         columns = sorted({key for op in operators for key in op} - {"name"})
-        table(
-            state_of(ctx),
-            ("OPERATOR", *columns),
-            [[op["name"], *(op.get(c, "") for c in columns)] for op in operators],
-        )
+        grid = Table("OPERATOR", *columns, header_style="bold")
+        for op in operators:
+            grid.add_row(op["name"], *(_cell(op[c]) if c in op else "" for c in columns))
+        parts.append(grid)
+    return Group(*parts)
 
 
 def _flat(operator: dict[str, Any]) -> dict[str, Any]:

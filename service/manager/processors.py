@@ -22,37 +22,33 @@ import json
 import logging
 import shutil
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pipeline_stages import parse_pipeline
-from pipeline_stages._base import PipelineInvalid, Problem
+from pipeline_stages._base import Problem
 from service.config.settings import Settings
 from service.errors import (
     ConcurrentModification,
     EngineUnavailable,
-    PipelineRejected,
     ProcessorExists,
     ProcessorNotFound,
     ResourceConflict,
     SluiceError,
 )
 from service.manager.build import RunFactory, dlq_option
+from service.manager.checker import DefinitionChecker
 from service.manager.connections import ConnectionRegistry, referenced_connections
 from service.manager.dlq import DlqTargets
-from service.manager.runs import REPLAYING, Run, RunTable, retry_count, summarize_error
-from service.manager.states import STATUS, Action, State, next_state
+from service.manager.runs import REPLAYING, Run, RunTable
+from service.manager.states import Action, State, next_state
 from service.manager.stats import LiveStats, utc_now
 from service.manager.validate import (
-    Definition,
-    check_definition,
     check_resumable_modify,
-    rejected_by_compiler,
 )
+from service.manager.view import ProcessorView
 from service.manager.writers import SampleBuffer
-from service.runtime.engine import CompileRequest, Engine
+from service.runtime.engine import Engine
 from service.schemas.processors import NoDlq, ProcessorCreate, ProcessorModify
 from service.stores import (
     AlreadyExists,
@@ -84,6 +80,7 @@ class ProcessorManager:
         self.engine = engine
         self.connections = connections
         self.dlq_targets = DlqTargets(stores, connections, settings)
+        self.checker = DefinitionChecker(settings=settings, engine=engine, connections=connections)
         self._factory = RunFactory(
             settings,
             connections=connections,
@@ -105,6 +102,13 @@ class ProcessorManager:
             report_error=self._report_error,
         )
         engine.set_progress_callback(self.runs.on_progress)
+        self.view = ProcessorView(
+            runs=self.runs,
+            stats_ledgers=stores.stats,
+            engine=engine,
+            settings=settings,
+            resuming=self._is_resuming,
+        )
 
     # ------------------------------------------------------------------ service lifecycle
 
@@ -136,7 +140,7 @@ class ProcessorManager:
             if fresh is None or fresh.state is not State.STARTED or self.runs.get(fresh.id):
                 return
             try:
-                run = self._factory.new_run(fresh, self._definition(fresh))
+                run = self._factory.new_run(fresh, self.checker.of_record(fresh))
                 run.recovering = REPLAYING
                 self.runs.launch(run)
                 log.info("resumed processor %s from its checkpoint", fresh.name)
@@ -163,7 +167,7 @@ class ProcessorManager:
         if self._stores.processors.get(body.name) is not None:
             raise ProcessorExists(body.name)
         dlq = body.options.dlq.model_dump() if body.options.dlq else None
-        definition = self._check(body.name, body.pipeline, dlq)
+        definition = self.checker.check(body.name, body.pipeline, dlq)
         record = ProcessorRecord.new(
             name=body.name,
             pipeline_json=json.dumps(body.pipeline),
@@ -203,7 +207,7 @@ class ProcessorManager:
             new_name = body.name or record.name
             if new_name != record.name and self._stores.processors.get(new_name) is not None:
                 raise ProcessorExists(new_name)
-            definition = self._check(new_name, pipeline, dlq)
+            definition = self.checker.check(new_name, pipeline, dlq)
             resume = body.options.resumeFromCheckpoint
             if resume and body.pipeline is not None and self._factory.checkpoint(record).exists():
                 check_resumable_modify(old_pipeline, definition)
@@ -241,7 +245,7 @@ class ProcessorManager:
             if not resume:
                 shutil.rmtree(self._factory.checkpoint(record), ignore_errors=True)
                 record = self._save(record.evolve(generation=record.generation + 1))
-            definition = self._definition(record)
+            definition = self.checker.of_record(record)
             run = self._factory.new_run(record, definition)
             before = record
             record = self._save(
@@ -277,66 +281,13 @@ class ProcessorManager:
 
     def live_stats(self, record: ProcessorRecord) -> LiveStats:
         """The processor's stats: live while it runs here, else as persisted."""
-        run = self.runs.get(record.id)
-        if run is not None:
-            return run.stats
-        ledger = self._stores.stats.get(record.id)
-        return LiveStats(record.stats, generation=record.generation, ledger=ledger)
+        return self.view.live_stats(record)
 
     def stats(
         self, record: ProcessorRecord, *, verbose: bool = False, scale: int = 1
     ) -> dict[str, Any]:
-        """Atlas's stats object for a processor."""
-        operators: list[str] = []
-        if verbose:
-            try:
-                parsed = parse_pipeline(json.loads(record.pipeline_json))
-                operators = [s.operator_name for s in parsed.walk() if s.operator_name]
-            except PipelineInvalid:
-                operators = []
-        run = self.runs.get(record.id)
-        status, detail = self._status(record, run)
-        stats = self.live_stats(record).public(
-            name=record.name,
-            processor_id=record.id,
-            status=status,
-            last_state_change=record.last_state_change,
-            scale=scale,
-            operators=operators,
-            verbose=verbose,
-        )
-        if detail is not None:
-            stats["statusDetail"] = detail
-        if run is not None:
-            stats["retries"] = run.retries
-            stats["lastError"] = run.last_error.public() if run.last_error else None
-        else:
-            error = record.error
-            stats["retries"] = (error.retries or 0) if error else 0
-            stats["lastError"] = _error_public(error) if error else None
-        return stats
-
-    def _status(self, record: ProcessorRecord, run: Run | None) -> tuple[str, str | None]:
-        """`stats.status` and, while recovering, what the processor is doing."""
-        if record.state is not State.STARTED:
-            return STATUS[record.state], None
-        if run is None:
-            with self._guard:
-                resuming = record.id in self._resuming
-            if not resuming:
-                return "starting", None  # not resumed in this service (yet)
-            if self.engine.state != "ready":
-                return "recovering", "starting Spark"
-            return "recovering", "resuming from checkpoint"
-        if run.handle is None:
-            wait = max(0.0, (run.retry_at or time.monotonic()) - time.monotonic())
-            attempt, attempts = retry_count(run, self._settings.restart_attempts)
-            return "recovering", (
-                f"restarting after an error in {wait:.1f} s (retry {attempt} of {attempts})"
-            )
-        if run.recovering is not None:
-            return "recovering", run.recovering
-        return STATUS[record.state], None
+        """Atlas's stats object for a processor (`ProcessorView.stats`)."""
+        return self.view.stats(record, verbose=verbose, scale=scale)
 
     def sample(
         self, name: str, *, limit: int, after: str | None
@@ -362,6 +313,10 @@ class ProcessorManager:
         return list(self._all_records())
 
     # ------------------------------------------------------------------ internals
+
+    def _is_resuming(self, processor_id: str) -> bool:
+        with self._guard:
+            return processor_id in self._resuming
 
     def _lock_for(self, processor_id: str) -> threading.RLock:
         with self._guard:
@@ -397,59 +352,9 @@ class ProcessorManager:
     def validate(
         self, pipeline: builtins.list[Any], dlq: Mapping[str, str] | None
     ) -> tuple[builtins.list[Problem], builtins.list[Problem], bool]:
-        """`(problems, warnings, compiled)`: the checks of `create`, without storing anything.
-
-        The Spark compiler runs only when the engine is ready, so that validating never waits
-        for Spark to start; every operator and structural problem is found without it.
-        """
-        compile_ = self.engine.state == "ready"
-        try:
-            definition = self._check("validate", pipeline, dlq, compile_=compile_)
-        except PipelineRejected as error:
-            return list(error.problems), list(error.warnings), compile_
-        return [], definition.warnings, compile_
-
-    def _check(
-        self,
-        name: str,
-        pipeline: builtins.list[Any],
-        dlq: Mapping[str, str] | None,
-        *,
-        compile_: bool = True,
-    ) -> Definition:
-        definition = check_definition(
-            pipeline,
-            dlq,
-            type_of=self.connections.type_of,
-            default_dlq=self._settings.default_dlq is not None,
-        )
-        if not compile_:
-            return definition
-        request = CompileRequest(name, pipeline, definition.has_dlq, self.connections.for_engine())
-        try:
-            compiled_warnings = self.engine.check(request)
-        except PipelineInvalid as error:
-            raise rejected_by_compiler(error) from None
-        except SluiceError:
-            raise
-        except Exception as error:  # noqa: BLE001 - a compiler bug must not become a 500
-            log.exception("compiling processor %s failed", name)
-            problem = Problem("compile_error", "/pipeline", summarize_error(error))
-            raise PipelineRejected(
-                "the pipeline could not be compiled", problems=[problem]
-            ) from None
-        seen = {(w.code, w.path) for w in definition.warnings}
-        extra = [w for w in compiled_warnings if (w.code, w.path) not in seen]
-        definition.warnings.extend(extra)
-        return definition
-
-    def _definition(self, record: ProcessorRecord) -> Definition:
-        return check_definition(
-            json.loads(record.pipeline_json),
-            dlq_option(record.options),
-            type_of=self.connections.type_of,
-            default_dlq=self._settings.default_dlq is not None,
-        )
+        """`(problems, warnings, compiled)`: the checks of `create`, without storing anything
+        (`DefinitionChecker.validate`)."""
+        return self.checker.validate(pipeline, dlq)
 
     def _failed(
         self,
@@ -515,12 +420,3 @@ class ProcessorManager:
 
     def _started_records(self) -> builtins.list[ProcessorRecord]:
         return [r for r in self._all_records() if r.state is State.STARTED]
-
-
-def _error_public(error: ProcessorError) -> dict[str, Any]:
-    """A stored error as `stats.lastError` shows it."""
-    return {
-        "code": error.code,
-        "message": error.message,
-        "time": error.time.isoformat() if error.time else None,
-    }

@@ -21,7 +21,14 @@ Where the numbers come from:
   counts (`pipeline_stages._engine.observed`), from the batch's end offset and observed metrics;
 * `stateSize`, `watermark`: the window operator's stats rows, else Spark's state operators and
   event-time watermark. These are gauges, not counts: they are persisted with the processor
-  record every `stats_flush_seconds` and on stop.
+  record every `stats_flush_seconds` and on stop; so are `openWindows` and
+  `oldestOpenWindowStart`, from the window operator's stats rows only (None without them:
+  unknown, not zero);
+* `dlqByReason` / `dlqByOperator`: the DLQ records' `errInfo.reason` / `operatorName`, counted
+  in the ledger with the batch; `eventTimeLagSeconds`: now − watermark, when it is read;
+* per-operator output (`operatorStats[].outputMessageCount`, verbose): known for the source
+  (records read), the window's first inner operator (the window results, counted from its
+  stats rows) and the last operator (documents written); omitted for the others.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline_stages import parse_pipeline
 from pipeline_stages._connectors.sources.rate_limit import throttle_figures
 from pipeline_stages._enrichment.operator_stats import operator_counts, public_stats
 from pipeline_stages.source import INPUT_METRICS
@@ -41,11 +49,15 @@ from service.stores.stats_ledger import (
     LANE_PROGRESS,
     OPERATOR_DLQ,
     OPERATOR_STATS,
+    REASON_DLQ,
     THROTTLE_COUNTERS,
     StatsLedger,
 )
 
-__all__ = ["COUNTERS", "LiveStats", "Recorder", "utc_now"]
+__all__ = ["COUNTERS", "LiveStats", "Recorder", "operator_names", "utc_now"]
+
+#: Stages whose inner pipeline's first operator gets the window operator's output count.
+WINDOW_KEYS = frozenset({"$tumblingWindow", "$hoppingWindow", "$sessionWindow"})
 
 #: Persists one batch's counts: `(lane, generation, batch id, counts, seed) -> stored ledger`.
 Recorder = Callable[[str, int, int, Mapping[str, Any], Mapping[str, Any] | None], StatsLedger]
@@ -92,6 +104,9 @@ class LiveStats:
                 .replace("+00:00", "Z")
             }
         self.watermark: dict[str, str] | None = watermark
+        self.open_windows: int | None = stored.get("openWindows")
+        self.oldest_open: str | None = _iso(stored.get("oldestOpenWindowStart"))
+        self._open_by_bucket: dict[int, tuple[int, str | None]] = {}
         self.generation = generation
         self.last_batch: dict[str, Any] | None = stored.get("_lastBatch")
         #: The last progress report's batch id in this process (gauges are taken once each).
@@ -116,6 +131,7 @@ class LiveStats:
             self._progress_batch = (generation, -1)
             self._state_by_bucket.clear()
             self._watermark_by_bucket.clear()
+            self._open_by_bucket.clear()
             self.dirty = True
 
     def record_batch(
@@ -125,7 +141,7 @@ class LiveStats:
         output_sizes: Iterable[int] = (),
         output_count: int | None = None,
         output_bytes: int = 0,
-        dlq_records: Iterable[tuple[str, int]],
+        dlq_records: Iterable[tuple[str, int, str]],
         window_stats: Iterable[Mapping[str, Any]],
         input_metrics: Mapping[str, Any] | None = None,
     ) -> bool:
@@ -143,13 +159,21 @@ class LiveStats:
             "dlqMessageSize": 0,
         }
         operators: dict[str, list[int]] = {}
-        for operator, size in dlq_records:
+        reasons: dict[str, list[int]] = {}
+        for operator, size, reason in dlq_records:
             part["dlqMessageCount"] += 1
             part["dlqMessageSize"] += size
-            entry = operators.setdefault(operator, [0, 0])
-            entry[0] += 1
-            entry[1] += size
+            for keyed, key in ((operators, operator), (reasons, reason)):
+                entry = keyed.setdefault(key, [0, 0])
+                entry[0] += 1
+                entry[1] += size
         part[OPERATOR_DLQ] = operators
+        part[REASON_DLQ] = reasons
+        window_stats = list(window_stats)
+        if window_stats:
+            part["windowOutputCount"] = sum(
+                int(row.get("outputMessageCount", 0) or 0) for row in window_stats
+            )
         if input_metrics is not None and not self.input_from_progress:
             part["inputMessageCount"] = int(input_metrics.get("count", 0) or 0)
             part["inputMessageSize"] = int(input_metrics.get("bytes", 0) or 0)
@@ -184,6 +208,13 @@ class LiveStats:
                 self._state_by_bucket[bucket] = int(row["stateSize"] or 0)
             if isinstance(row.get("watermark"), dict):
                 self._watermark_by_bucket[bucket] = str(row["watermark"].get("$date"))
+            if "openWindows" in row:
+                oldest = _iso(row.get("minOpenWindowStartTime"))
+                self._open_by_bucket[bucket] = (int(row["openWindows"] or 0), oldest)
+        if self._open_by_bucket:
+            self.open_windows = sum(count for count, _ in self._open_by_bucket.values())
+            starts = [start for _, start in self._open_by_bucket.values() if start]
+            self.oldest_open = min(starts) if starts else None
         if self._state_by_bucket:
             self.state_size = sum(self._state_by_bucket.values())
         if self._watermark_by_bucket:
@@ -251,6 +282,10 @@ class LiveStats:
             record["throttle"] = {name: current[name] for name in THROTTLE_COUNTERS}
             record["_operatorDlq"] = {k: list(v) for k, v in current[OPERATOR_DLQ].items()}
             record["_operatorStats"] = current[OPERATOR_STATS]
+            record["_reasonDlq"] = {k: list(v) for k, v in current[REASON_DLQ].items()}
+            record["windowOutputCount"] = current["windowOutputCount"]
+            record["openWindows"] = self.open_windows
+            record["oldestOpenWindowStart"] = self.oldest_open
             record["_lastBatch"] = self.last_batch
             return record
 
@@ -273,9 +308,12 @@ class LiveStats:
         last_state_change: datetime,
         scale: int = 1,
         operators: Iterable[str] = (),
+        window_operator: str | None = None,
         verbose: bool = False,
     ) -> dict[str, Any]:
-        """Atlas's `stats` object; `verbose` adds `operatorStats` and Spark's last batch."""
+        """Atlas's `stats` object and Sluice's additions (module docstring); `verbose` adds
+        `operatorStats` (`window_operator`: the window's first inner operator) and Spark's
+        last batch."""
         with self._lock:
             current = self._ledger.current()
             out: dict[str, Any] = {
@@ -289,18 +327,27 @@ class LiveStats:
                 out[counter] = value / scale if counter.endswith("Size") and scale != 1 else value
             out["stateSize"] = self.state_size / scale if scale != 1 else self.state_size
             out["watermark"] = self.watermark
+            out["eventTimeLagSeconds"] = _lag_seconds(self.watermark)
+            out["openWindows"] = self.open_windows
+            out["oldestOpenWindowStart"] = self.oldest_open
+            out["dlqByReason"] = {k: v[0] for k, v in current[REASON_DLQ].items()}
+            out["dlqByOperator"] = {k: v[0] for k, v in current[OPERATOR_DLQ].items()}
             out["lastStateChange"] = last_state_change.astimezone(UTC).isoformat()
             operators = list(operators)
             throttle = {name: current[name] for name in THROTTLE_COUNTERS}
             if THROTTLE_OPERATOR in operators or any(throttle.values()):
                 out["throttle"] = throttle
             if verbose:
-                out["operatorStats"] = self._operators(current, operators, scale)
+                out["operatorStats"] = self._operators(current, list(operators), scale)
+                if window_operator is not None:
+                    for entry in out["operatorStats"]:
+                        if entry["name"] == window_operator:
+                            entry["outputMessageCount"] = current["windowOutputCount"]
                 out["lastBatch"] = self.last_batch
             return out
 
     def _operators(
-        self, current: Mapping[str, Any], operators: Iterable[str], scale: int
+        self, current: Mapping[str, Any], operators: list[str], scale: int
     ) -> list[dict[str, Any]]:
         operator_dlq = current[OPERATOR_DLQ]
         names = list(dict.fromkeys([*operators, *operator_dlq, *current[OPERATOR_STATS]]))
@@ -315,12 +362,55 @@ class LiveStats:
             if name == "SourceOperator":
                 entry["inputMessageCount"] = current["inputMessageCount"]
                 entry["inputMessageSize"] = current["inputMessageSize"]
+                entry["outputMessageCount"] = current["inputMessageCount"]
+            if operators and name == operators[-1]:
+                entry["outputMessageCount"] = current["outputMessageCount"]
             if name == THROTTLE_OPERATOR:
                 entry.update({counter: current[counter] for counter in THROTTLE_COUNTERS})
             if name in current[OPERATOR_STATS]:
                 entry.update(public_stats(current[OPERATOR_STATS][name]))
             stats.append(entry)
         return stats
+
+
+def operator_names(pipeline: Any) -> tuple[list[str], str | None]:
+    """The pipeline's operator names in order, and the window's first inner operator (the
+    one whose output the window operator's stats rows count), if it has a window."""
+    operators: list[str] = []
+    window_operator = None
+    in_window = False
+    for stage in parse_pipeline(pipeline).walk():
+        if stage.key in WINDOW_KEYS:
+            in_window = True
+        elif stage.operator_name:
+            if in_window and window_operator is None:
+                window_operator = stage.operator_name
+            operators.append(stage.operator_name)
+    return operators, window_operator
+
+
+def _iso(value: Any) -> str | None:
+    """A date as an ISO 8601 string (UTC, milliseconds): from `{"$date": ...}`, a datetime
+    (as the store decodes a persisted one) or a string."""
+    if isinstance(value, Mapping):
+        value = value.get("$date")
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return value if isinstance(value, str) else None
+
+
+def _lag_seconds(watermark: Mapping[str, str] | None) -> float | None:
+    """Now − the watermark, in seconds (None without a watermark)."""
+    text = _iso(watermark)
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round((utc_now() - moment).total_seconds(), 3)
 
 
 def utc_now() -> datetime:

@@ -373,9 +373,16 @@ class ProcessorWriter:
             output_count=written,
             output_bytes=written_bytes,
             dlq_records=[
-                (str(record.get("operatorName", "")), len(text.encode("utf-8")))
+                (str(record.get("operatorName", "")), len(text.encode("utf-8")), _reason(record))
                 for record, text in zip(batch.dlq, dlq_texts, strict=True)
             ],
             window_stats=batch.stats,
             input_metrics=batch.input,
         )
+
+
+def _reason(record: Any) -> str:
+    """A DLQ record's `errInfo.reason` (what `dlqByReason` counts)."""
+    info = record.get("errInfo") if isinstance(record, dict) else None
+    reason = info.get("reason") if isinstance(info, dict) else None
+    return str(reason) if reason else "unknown"

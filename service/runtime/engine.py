@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from threading import Event
+from typing import Any, Protocol, TextIO
 
 from pipeline_stages._base import Problem
 
@@ -55,10 +56,42 @@ class RunRequest:
     writer: Any
 
 
+@dataclass(frozen=True)
+class ProcessRequest:
+    """An ephemeral run (`POST /pipelines:process`): what `sluice process` needs, with the
+    service's connections and `local` store, and where its lines go.
+
+    Attributes:
+        name: The ephemeral processor's name (DLQ records carry it).
+        pipeline: The pipeline, checked without Spark already.
+        batch_size: Documents per micro-batch of a `documents` source (None: all at once).
+        max_seconds: The longest the run may take.
+        connections: The service's connections (secrets included: never log this).
+        local_store: The `DocumentStore` of the `local` connection.
+        store_url: The URL of that store (what executors open for lookups).
+        out: Where output lines go (as `sluice process` prints them on stdout).
+        err: Where problems, errors and warnings go (its stderr).
+        cancel: Set when nobody reads any more: the run stops.
+    """
+
+    name: str
+    pipeline: Any
+    batch_size: int | None
+    max_seconds: float
+    connections: Mapping[str, Connection]
+    local_store: Any
+    store_url: str
+    out: TextIO
+    err: TextIO
+    cancel: Event
+
+
 class QueryHandle(Protocol):
     """A running query."""
 
     query_id: str
+    #: The name Spark's UI and log show for the query.
+    query_name: str
 
     def is_active(self) -> bool:
         """Whether the query is still running."""
@@ -105,6 +138,15 @@ class Engine(Protocol):
 
     def driver_ids(self) -> dict[str, int]:
         """`{"pid": <driver pid>, "jvmPid": <JVM pid>}` for checkpoint lock files."""
+        ...
+
+    def ready(self) -> None:
+        """Wait for the engine to start; raise `EngineUnavailable` when it cannot."""
+        ...
+
+    def process(self, request: ProcessRequest) -> int:
+        """Run a pipeline ephemerally as `sluice process` does, printing to `request.out` and
+        `request.err`, until it ends or `request.cancel` is set; returns its exit code."""
         ...
 
     def shutdown(self) -> None:

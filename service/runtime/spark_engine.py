@@ -34,8 +34,9 @@ from pipeline_stages._windowing.spark.compile import conf_bucket_count
 from service.config.settings import Settings
 from service.errors import EngineUnavailable
 from service.runtime.assemble import compile_context, compile_run
-from service.runtime.engine import CompileRequest, ProgressCallback, RunRequest
+from service.runtime.engine import CompileRequest, ProcessRequest, ProgressCallback, RunRequest
 from service.runtime.lookup_stores import lookup_opener
+from service.runtime.process import run_process
 from service.runtime.spark_code import ExecutorEnvironmentError, check_executors, ship_code
 from service.runtime.window_pins import WINDOW_STATE_DIR, checkpoint_buckets, checkpoint_engine
 from service.stores.factory import default_store_url
@@ -51,6 +52,8 @@ class SparkQueryHandle:
         #: The query's `ForeachBatchSink`: a batch window engine folds in the background.
         self._sink = sink
         self.query_id = str(query.id)
+        #: What Spark's UI and log call the query: `<processor> (<id>)`.
+        self.query_name = str(query.name)
 
     def is_active(self) -> bool:
         """Whether the query runs. A failed background fold stops it: the query itself would
@@ -225,6 +228,27 @@ class SparkEngine:
         if self._session is None:
             raise EngineUnavailable(f"Spark failed to start: {self._error or 'unknown error'}")
         return self._session
+
+    def ready(self) -> None:
+        """Wait for the session (`EngineUnavailable` when there is none)."""
+        self.session()
+
+    def process(self, request: ProcessRequest) -> int:
+        """Run a pipeline as `sluice process` does, on this session (`runtime.process`)."""
+        return run_process(
+            request.pipeline,
+            out=request.out,
+            err=request.err,
+            batch_size=request.batch_size,
+            max_seconds=request.max_seconds,
+            spark_factory=self.session,
+            processor_name=request.name,
+            connections=request.connections,
+            local_store=request.local_store,
+            store_url=request.store_url,
+            cancel=request.cancel,
+            compile_lock=self._compile_lock,
+        )
 
     def driver_ids(self) -> dict[str, int]:
         """This process and its JVM (for checkpoint lock files)."""

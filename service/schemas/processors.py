@@ -12,7 +12,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+)
 
 from pipeline_stages import REGISTRY
 
@@ -170,6 +178,41 @@ class PipelineValidate(_Body):
     options: ProcessorOptions = Field(default_factory=ProcessorOptions)
 
 
+def _integral(value: object) -> object:
+    """`1.0` as `1`: JSON Schema's `integer` includes it; strict mode would refuse it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+class PipelineProcess(_Body):
+    """`POST /pipelines:process`: run a pipeline ephemerally and stream its output back."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "pipeline": [
+                        {"$source": {"documents": [{"n": 1}, {"n": 2}]}},
+                        {"$match": {"n": {"$gt": 1}}},
+                    ],
+                    "maxSeconds": 30,
+                }
+            ]
+        }
+    )
+
+    # No `options`: DLQ records are streamed back with the output, as `sluice process` prints
+    # them, not written to a DLQ collection.
+    pipeline: Pipeline
+    batchSize: Annotated[int | None, BeforeValidator(_integral)] = Field(
+        default=None, ge=1, le=1_000_000, description="Documents per micro-batch (`documents`)."
+    )
+    maxSeconds: float = Field(
+        default=600.0, gt=0, le=86_400, description="Stop after this long (Atlas: 10 minutes)."
+    )
+
+
 class PipelineValidation(BaseModel):
     """The answer of `POST /pipelines:validate`: the problems `create` would report."""
 
@@ -207,6 +250,10 @@ class ProcessorErrorOut(BaseModel):
     )
 
 
+def _omit_none(value: object) -> bool:
+    return value is None
+
+
 class OperatorStats(BaseModel):
     """Per-operator stats (verbose); fields Sluice cannot measure are omitted."""
 
@@ -215,10 +262,12 @@ class OperatorStats(BaseModel):
     name: str
     dlqMessageCount: int = 0
     dlqMessageSize: int | float = 0
-
-
-def _omit_none(value: object) -> bool:
-    return value is None
+    outputMessageCount: int | None = Field(
+        default=None,
+        exclude_if=_omit_none,
+        description="Documents the operator passed on, where known (source, the window's "
+        "first operator, the last operator); omitted where unknown.",
+    )
 
 
 class ProcessorStats(BaseModel):
@@ -253,6 +302,21 @@ class ProcessorStats(BaseModel):
     watermark: dict[str, str] | None = Field(
         default=None, description='Relaxed Extended JSON date: {"$date": "..."}'
     )
+    eventTimeLagSeconds: float | None = Field(
+        default=None, description="Now − the watermark, in seconds (null: no watermark yet)."
+    )
+    openWindows: int | None = Field(
+        default=None, description="Windows open now (null: no window operator stats yet)."
+    )
+    oldestOpenWindowStart: str | None = Field(
+        default=None, description="Start of the oldest open window (ISO 8601, UTC)."
+    )
+    dlqByReason: dict[str, int] = Field(
+        default_factory=dict, description="DLQ records by `errInfo.reason`."
+    )
+    dlqByOperator: dict[str, int] = Field(
+        default_factory=dict, description="DLQ records by `operatorName`."
+    )
     lastStateChange: datetime
     operatorStats: list[OperatorStats] | None = Field(
         default=None, exclude_if=_omit_none, description="Verbose only."
@@ -278,6 +342,10 @@ class ProcessorPublic(BaseModel):
     lastStateChange: datetime
     warnings: list[ProblemOut] = Field(
         default_factory=list, description="Lint warnings of the pipeline (create and modify)."
+    )
+    ephemeral: bool = Field(
+        default=False,
+        description="A `POST /pipelines:process` run: never stored, gone when its client is.",
     )
 
 

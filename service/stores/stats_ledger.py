@@ -50,6 +50,11 @@ OPERATOR_DLQ = "operatorDlq"
 #: Per-operator stats of the enrichment stages inside a counts document:
 #: `{operator: {counters, "latencyBuckets": [...]}}` (`pipeline_stages._enrichment.operator_stats`).
 OPERATOR_STATS = "operatorStats"
+#: DLQ counts by `errInfo.reason` inside a counts document: `{reason: [count, size]}`.
+REASON_DLQ = "reasonDlq"
+#: Counts beyond Atlas's, kept the same way: the documents the window operator emitted.
+EXTRA_COUNTERS = ("windowOutputCount",)
+_BREAKDOWNS = (OPERATOR_DLQ, REASON_DLQ)
 #: What the batch writer records.
 LANE_BATCHES = "batches"
 #: What Spark's progress reports record (input only, when batches do not carry it).
@@ -59,17 +64,18 @@ Counts = dict[str, Any]
 
 
 def add_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> Counts:
-    """`left + right`, counter by counter and operator by operator."""
+    """`left + right`, counter by counter, operator by operator and reason by reason."""
     out: Counts = {
-        name: int(left.get(name, 0)) + int(right.get(name, 0))
-        for name in (*COUNTERS, *THROTTLE_COUNTERS)
+        name: int(left.get(name, 0) or 0) + int(right.get(name, 0) or 0)
+        for name in (*COUNTERS, *THROTTLE_COUNTERS, *EXTRA_COUNTERS)
     }
-    operators: dict[str, list[int]] = {k: list(v) for k, v in left.get(OPERATOR_DLQ, {}).items()}
-    for name, (count, size) in right.get(OPERATOR_DLQ, {}).items():
-        entry = operators.setdefault(name, [0, 0])
-        entry[0] += int(count)
-        entry[1] += int(size)
-    out[OPERATOR_DLQ] = operators
+    for breakdown in _BREAKDOWNS:
+        keyed: dict[str, list[int]] = {k: list(v) for k, v in left.get(breakdown, {}).items()}
+        for name, (count, size) in right.get(breakdown, {}).items():
+            entry = keyed.setdefault(name, [0, 0])
+            entry[0] += int(count)
+            entry[1] += int(size)
+        out[breakdown] = keyed
     out[OPERATOR_STATS] = add_operators(
         left.get(OPERATOR_STATS) or {}, right.get(OPERATOR_STATS) or {}
     )
@@ -79,12 +85,14 @@ def add_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> Counts:
 def counts_of(stored: Mapping[str, Any]) -> Counts:
     """The counters (and per-operator DLQ counts) in a persisted stats document (the
     processor record's `stats`, written before this ledger existed)."""
-    out: Counts = {name: int(stored.get(name, 0) or 0) for name in COUNTERS}
+    out: Counts = {name: int(stored.get(name, 0) or 0) for name in (*COUNTERS, *EXTRA_COUNTERS)}
     throttle = stored.get("throttle") or {}
     for name in THROTTLE_COUNTERS:
         out[name] = int(throttle.get(name, 0) or 0)
     operators = stored.get("_operatorDlq") or stored.get(OPERATOR_DLQ) or {}
     out[OPERATOR_DLQ] = {k: [int(v[0]), int(v[1])] for k, v in dict(operators).items()}
+    reasons = stored.get("_reasonDlq") or {}
+    out[REASON_DLQ] = {k: [int(v[0]), int(v[1])] for k, v in dict(reasons).items()}
     out[OPERATOR_STATS] = add_operators({}, stored.get("_operatorStats") or {})
     return out
 

@@ -37,7 +37,7 @@ from pipeline_stages._stream.context import CompileContext, SourcePlan
 from pipeline_stages._windowing.batch.engine import ENGINE_CONF
 from pipeline_stages._windowing.spark.compile import BUCKETS_CONF
 from pipeline_stages._windowing.spark.unstamped import UNSTAMPED_CONF
-from service.cli.process import source_position
+from service.runtime.process import source_position
 from tests.conformance.harness import TranscriptMismatch
 
 #: How long one micro-batch may take before the executor gives up (the first one of the run

@@ -1,7 +1,7 @@
 """Runs every conformance transcript through every registered executor.
 
 Registering the Spark window operator later is one line in `EXECUTORS`, e.g.
-`pytest.param(SparkExecutor, id="spark", marks=pytest.mark.spark)`. A transcript's
+`pytest.param(SparkExecutor, id="spark", marks=SPARK_MARKS)` (`spark` and `slow`). A transcript's
 `"notimpl": {"spark": "why"}` declares an expected gap of one executor (strict xfail, never a
 silent skip); `"xfail"` marks a transcript that must fail under every executor (it tests the
 harness itself).
@@ -21,7 +21,7 @@ from tests.conformance.harness import (
     load_transcripts,
     run_transcript,
 )
-from tests.conformance.reference_model import ReferenceExecutor
+from tests.conformance.reference_model import WINDOW_STAGES, ReferenceExecutor
 from tests.conformance.spark_executor import (
     SparkBatchExecutor,
     SparkExecutor,
@@ -31,21 +31,17 @@ from tests.conformance.spark_executor import (
 EXECUTORS: list[Any] = [
     pytest.param(ReferenceExecutor, id="reference"),
 ]
+#: The Spark executors' transcripts are ~250 micro-batch runs, ~25 minutes on one worker:
+#: `slow`, so that the suite starts this file first (tests/conftest.py orders by it).
+SPARK_MARKS = [pytest.mark.spark, pytest.mark.slow]
 #: Executors that run the transcripts but not the Hypothesis properties, which cost one Spark
 #: micro-batch (~0.5 s) per step; tests/integration/test_window_properties.py covers them.
 TRANSCRIPT_EXECUTORS: list[Any] = [
     *EXECUTORS,
-    pytest.param(SparkExecutor, id="spark", marks=pytest.mark.spark),
-    pytest.param(SparkBatchExecutor, id="spark-batch", marks=pytest.mark.spark),
-    pytest.param(SparkParallelExecutor, id="spark-parallel", marks=pytest.mark.spark),
+    pytest.param(SparkExecutor, id="spark", marks=SPARK_MARKS),
+    pytest.param(SparkBatchExecutor, id="spark-batch", marks=SPARK_MARKS),
+    pytest.param(SparkParallelExecutor, id="spark-parallel", marks=SPARK_MARKS),
 ]
-WINDOW_STAGES = (
-    "$tumblingWindow",
-    "$hoppingWindow",
-    "$sessionWindow",
-    "$slidingWindow",
-    "$globalWindow",
-)
 
 
 def _on_clock(body: dict[str, Any]) -> bool:

@@ -4,8 +4,9 @@
   sent as UTF-8 text (without one the fuzzer skips every case with this media type).
 * `positive_data_acceptance_beyond_the_pipeline`, which the run uses in place of the
   built-in `positive_data_acceptance` (excluded on the command line). On every operation it
-  IS the built-in check, called as is, with one exception on the two operations whose body
-  carries a pipeline (`POST /processors`, `PATCH /processors/{name}`): a 422
+  IS the built-in check, called as is, with one exception on the operations whose body
+  carries a pipeline to run (`POST /processors`, `PATCH /processors/{name}`,
+  `POST /pipelines:process`; `:validate` answers 200 with the problems): a 422
   `INVALID_PIPELINE` whose problems all lie inside `/pipeline`, or name the DLQ's
   connection (`/options/dlq/connectionName`), passes. A pipeline is a program (stage order,
   stage bodies, MQL operators and their argument types), and the OpenAPI document can only
@@ -43,7 +44,13 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.specs.openapi.checks import RejectedPositiveData, UseAfterFree, use_after_free
 
 #: The operations whose bodies carry a pipeline.
-PIPELINE_OPERATIONS = frozenset({"POST /api/v1/processors", "PATCH /api/v1/processors/{name}"})
+PIPELINE_OPERATIONS = frozenset(
+    {
+        "POST /api/v1/processors",
+        "PATCH /api/v1/processors/{name}",
+        "POST /api/v1/pipelines:process",
+    }
+)
 #: The operations whose bodies name a target that must be of the right kind (state).
 TARGET_OPERATIONS = frozenset({"POST /api/v1/processors/{name}/dlq:replay"})
 

@@ -19,10 +19,10 @@ import pytest
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sources.register import register_all
-from pipeline_stages._engine.observed import InputMetrics
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._stream.batch import INPUT_METRICS, BatchResult
 from pipeline_stages._stream.context import CompileContext
+from tests.integration.recorded_query import start_recorded_query
 from tests.streaming import wait_until
 
 pytestmark = pytest.mark.spark
@@ -79,18 +79,13 @@ def test_every_batch_carries_the_input_counts_spark_reports_for_it(
     assert (compiled.batch_window is not None) is (engine == "batch")
     name = f"counts_{uuid.uuid4().hex[:8]}"
     writer = Counts()
-    sink = compiled.foreach_batch(
+    query, sink = start_recorded_query(
+        spark,
+        compiled,
         writer,
-        processor="p",
+        name=name,
+        checkpoint=tmp_path / "checkpoint",
         state_dir=str(tmp_path / "window-state"),
-        input_counts=InputMetrics(spark, name),
-    )
-    query = (
-        compiled.envelopes.writeStream.queryName(name)
-        .foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="0 seconds")
-        .start()
     )
     try:
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pipeline_stages._stream.context import ConnectionInfo
-from service.cli.process import run_process
+from service.runtime.process import run_process
 from tests.integration.http_api import HttpApi, running_api
 
 pytestmark = pytest.mark.spark

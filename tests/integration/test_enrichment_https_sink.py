@@ -20,7 +20,7 @@ from pipeline_stages._connectors.sinks.https_writer import (
 )
 from pipeline_stages._stream.batch import BatchResult, Output
 from pipeline_stages._stream.context import ConnectionInfo
-from service.cli.process import run_process
+from service.runtime.process import run_process
 from tests.integration.http_api import HttpApi, running_api
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from service.cli.process import run_process
+from service.runtime.process import run_process
 from service.stores.secrets import SecretBox
 from service.stores.sqlite import SqliteStores
 

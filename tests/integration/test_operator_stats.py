@@ -18,7 +18,6 @@ import pytest
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sources.register import register_all
-from pipeline_stages._engine.observed import InputMetrics
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._stream.batch import BatchResult
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo
@@ -27,6 +26,7 @@ from service.runtime.lookup_stores import StoreLookupOpener
 from service.stores.secrets import SecretBox
 from service.stores.sqlite import SqliteStores
 from tests.integration.http_api import HttpApi, running_api
+from tests.integration.recorded_query import start_recorded_query
 
 pytestmark = pytest.mark.spark
 
@@ -49,7 +49,10 @@ class Recorder:
         self.stats.record_batch(
             batch.batch_id,
             output_sizes=[len(o.doc_json) for o in batch.outputs],
-            dlq_records=[(str(d.get("operatorName", "")), 1) for d in batch.dlq],
+            dlq_records=[
+                (str(d.get("operatorName", "")), 1, str((d.get("errInfo") or {}).get("reason", "")))
+                for d in batch.dlq
+            ],
             window_stats=[],
             input_metrics=batch.input,
         )
@@ -69,15 +72,8 @@ def _operators(spark: Any, tmp_path: Path, pipeline: list[Any], total: int, **ct
     compiled = compile_pipeline(parse_pipeline(pipeline), context)
     name = f"ops_{uuid.uuid4().hex[:8]}"
     recorder = Recorder()
-    sink = compiled.foreach_batch(
-        recorder, processor="p", state_dir=None, input_counts=InputMetrics(spark, name)
-    )
-    query = (
-        compiled.envelopes.writeStream.queryName(name)
-        .foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="0 seconds")
-        .start()
+    query, sink = start_recorded_query(
+        spark, compiled, recorder, name=name, checkpoint=tmp_path / "checkpoint"
     )
     try:
         query.processAllAvailable()

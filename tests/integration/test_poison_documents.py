@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
 
 from pipeline_stages._stream.envelope import UNREADABLE_RESULT
 from tests.fuzz_values import deep_text
@@ -69,8 +68,7 @@ def test_a_poison_date_goes_to_the_dlq_and_the_rest_of_the_batch_is_delivered(
     svc.assert_running("dates")
     assert [m["i"] for m in svc.outputs("dates")] == [1, 7]
     # Spark's UI and log name the query after its processor (and its id, to keep it unique).
-    query = SparkSession.getActiveSession().streams.get(svc.run("dates").handle.query_id)
-    assert query.name == f"dates ({svc.manager.get('dates').id})"
+    assert svc.run("dates").handle.query_name == f"dates ({svc.manager.get('dates').id})"
     assert reasons_by(svc.dlq("dates")) == {
         2: SOURCE_ERROR + 'invalid Extended JSON at /t: $date {"$numberLong": '
         '"99999999999999999999"} is not a 64-bit integer number of milliseconds',

@@ -22,7 +22,7 @@ from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._stream.batch import object_id
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from pipeline_stages._windowing.runtime.blocking import key_text
-from service.cli.process import StdoutWriter, run_process
+from service.runtime.process import StdoutWriter, run_process
 from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
 from service.stores.sqlite import SqliteStores
 from tests.streaming import wait_until

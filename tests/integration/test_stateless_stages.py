@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from service.cli.process import run_process
+from service.runtime.process import run_process
 
 pytestmark = pytest.mark.spark
 

@@ -22,11 +22,11 @@ from pipeline_stages import parse_pipeline
 from pipeline_stages._base import PipelineInvalid, ProblemCollector
 from pipeline_stages._connectors.sources.rate_limit import throttle_figures
 from pipeline_stages._connectors.sources.register import register_all
-from pipeline_stages._engine.observed import InputMetrics
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._stream.batch import INPUT_METRICS, BatchResult
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from service.manager.stats import LiveStats
+from tests.integration.recorded_query import start_recorded_query
 
 pytestmark = pytest.mark.spark
 
@@ -71,15 +71,8 @@ def _run(spark: Any, tmp_path: Path, pipeline: list[Any], ctx: CompileContext, t
     compiled = compile_pipeline(parse_pipeline(pipeline), ctx)
     name = f"throttle_{uuid.uuid4().hex[:8]}"
     recorder = Recorder()
-    sink = compiled.foreach_batch(
-        recorder, processor="p", state_dir=None, input_counts=InputMetrics(spark, name)
-    )
-    query = (
-        compiled.envelopes.writeStream.queryName(name)
-        .foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="0 seconds")
-        .start()
+    query, sink = start_recorded_query(
+        spark, compiled, recorder, name=name, checkpoint=tmp_path / "checkpoint"
     )
     try:
         for _ in range(MAX_DRIVES):

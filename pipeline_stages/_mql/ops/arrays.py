@@ -19,14 +19,13 @@ from pipeline_stages._mql.ops.common import (
     Ctx,
     errors_of,
     kind_text,
-    message,
-    number_text,
     placeholder,
     positional,
     result,
     when_all,
     with_kind,
 )
+from pipeline_stages._mql.ops.messages import message, number_text
 from pipeline_stages._mql.scope import Expr
 
 

@@ -264,24 +264,9 @@ def errors_of(args: Iterable[Arg | Expr]) -> list[Column | None]:
     return [a.error for a in args]
 
 
-def text(value: Column | str) -> Column:
-    """A STRING column from a literal string or a column."""
-    return F.lit(value) if isinstance(value, str) else value
-
-
-def message(*parts: Column | str) -> Column:
-    """Concatenate literal and column parts into an error message."""
-    return F.concat(*[text(p) for p in parts])
-
-
 def kind_text(arg: Arg) -> Column | str:
     """The operand's MQL type name, for messages."""
     return arg.static if arg.static is not None else arg.kind
-
-
-def number_text(col: Column) -> Column:
-    """A number for error messages (`2`, not `2.0`); cheaper than `double_text`."""
-    return F.regexp_replace(col.cast("double").cast("string"), r"\.0$", "")
 
 
 def positional(ctx: Ctx, min_n: int, max_n: int | None = None) -> list[Expr] | None:
@@ -364,29 +349,6 @@ def valid_variable_name(ctx: Ctx, name: Any, *tokens: str | int) -> bool:
 def first_element_error(errors: Column) -> Column:
     """The first non-NULL entry of an `ARRAY<STRING>` of per-element errors, or NULL."""
     return F.try_element_at(F.array_compact(errors), F.lit(1))
-
-
-def double_text(x: Column) -> Column:
-    """A DOUBLE as MongoDB's `{}` formatting prints it: shortest digits, `1`, `0.5`, `1e+20`."""
-    positional = F.regexp_replace(
-        F.regexp_replace(x.try_cast("decimal(38,20)").cast("string"), r"0+$", ""), r"\.$", ""
-    )
-    java = x.cast("string")  # Java's shortest form, e.g. 1.0E20, 1.5E-5
-    mantissa = F.regexp_replace(F.regexp_extract(java, r"^(-?[0-9.]+)E", 1), r"\.0$", "")
-    exponent = F.regexp_extract(java, r"E(-?[0-9]+)$", 1).cast("int")
-    sign = F.when(exponent < 0, F.lit("-")).otherwise(F.lit("+"))
-    scientific = F.concat(
-        mantissa, F.lit("e"), sign, F.lpad(F.abs(exponent).cast("string"), 2, "0")
-    )
-    magnitude = F.abs(x)
-    return (
-        F.when(F.isnan(x), F.lit("NaN"))
-        .when(x == float("inf"), F.lit("Infinity"))
-        .when(x == float("-inf"), F.lit("-Infinity"))
-        .when(x == 0, F.when(java == "-0.0", F.lit("-0")).otherwise(F.lit("0")))
-        .when((magnitude >= 1e-4) & (magnitude < 1e16), positional)
-        .otherwise(scientific)
-    )
 
 
 def with_kind(element: Column, build: Callable[[Column], Column]) -> Column:

@@ -16,13 +16,11 @@ from pipeline_stages._mql import kinds as K
 from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Arg,
-    double_text,
     kind_text,
-    message,
-    number_text,
     when_all,
 )
 from pipeline_stages._mql.ops.dates import parse_date_string, parse_error
+from pipeline_stages._mql.ops.messages import double_text, message, number_text
 
 _INT_TEXT = r"^[+-]?[0-9]+$"
 _FLOAT_TEXT = (

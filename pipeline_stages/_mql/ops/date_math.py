@@ -23,13 +23,13 @@ from pipeline_stages._mql.ops.common import (
     Arg,
     Ctx,
     kind_text,
-    message,
     named,
     placeholder,
     result,
     when_all,
 )
 from pipeline_stages._mql.ops.dates import Zone, compile_zone, from_local, to_local
+from pipeline_stages._mql.ops.messages import message
 from pipeline_stages._mql.scope import Expr
 
 UNIT_MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000}

@@ -14,7 +14,6 @@ from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Ctx,
     kind_text,
-    message,
     named,
     placeholder,
     result,
@@ -28,6 +27,7 @@ from pipeline_stages._mql.ops.dates import (
     parse_error,
     split_format,
 )
+from pipeline_stages._mql.ops.messages import message
 from pipeline_stages._mql.scope import Expr
 
 _PARSE_PATTERNS = {

@@ -29,12 +29,12 @@ from pipeline_stages._mql.ops.common import (
     Arg,
     Ctx,
     kind_text,
-    message,
     named,
     placeholder,
     result,
     when_all,
 )
+from pipeline_stages._mql.ops.messages import message
 from pipeline_stages._mql.scope import Expr
 
 _ZONE_SUFFIX = r"(Z|[+-][0-9]{2}(:?[0-9]{2})?)$"

@@ -25,7 +25,6 @@ from pipeline_stages._mql.ops.common import (
     first_element_error,
     in_frame,
     kind_text,
-    message,
     named,
     pair_of,
     placeholder,
@@ -33,6 +32,7 @@ from pipeline_stages._mql.ops.common import (
     valid_variable_name,
     when_all,
 )
+from pipeline_stages._mql.ops.messages import message
 from pipeline_stages._mql.scope import Expr
 
 

@@ -23,12 +23,11 @@ from pipeline_stages._mql.ops.common import (
     Ctx,
     errors_of,
     kind_text,
-    message,
-    number_text,
     placeholder,
     result,
     when_all,
 )
+from pipeline_stages._mql.ops.messages import message, number_text
 from pipeline_stages._mql.scope import Expr
 
 

@@ -22,12 +22,12 @@ from pipeline_stages._mql.ops.common import (
     errors_of,
     first_element_error,
     kind_text,
-    message,
     placeholder,
     positional,
     result,
     when_all,
 )
+from pipeline_stages._mql.ops.messages import message
 from pipeline_stages._mql.ops.paths import delete_key, set_key
 from pipeline_stages._mql.ops.paths import get_field as field_of
 from pipeline_stages._mql.scope import Expr

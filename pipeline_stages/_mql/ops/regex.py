@@ -17,12 +17,12 @@ from pipeline_stages._mql import values as V
 from pipeline_stages._mql.ops.common import (
     Arg,
     Ctx,
-    message,
     named,
     placeholder,
     result,
     when_all,
 )
+from pipeline_stages._mql.ops.messages import message
 from pipeline_stages._mql.scope import Expr
 
 _FLAGS = {"i": "i", "m": "m", "s": "s", "x": "x"}

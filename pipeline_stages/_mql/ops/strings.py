@@ -19,15 +19,14 @@ from pipeline_stages._mql.ops.common import (
     Ctx,
     errors_of,
     kind_text,
-    message,
     named,
     null_if_nullish,
-    number_text,
     placeholder,
     positional,
     result,
     when_all,
 )
+from pipeline_stages._mql.ops.messages import message, number_text
 from pipeline_stages._mql.scope import Expr
 
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

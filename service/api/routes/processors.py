@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Query, Response
 from pydantic import AfterValidator
 
 from service.api import present
-from service.api.deps import BY_NAME, ManagerDep, ProcessorName
+from service.api.deps import BY_NAME, EphemeralDep, ManagerDep, ProcessorName
 from service.schemas.processors import (
     ProcessorCreate,
     ProcessorModify,
@@ -40,12 +40,20 @@ def create_processor(body: ProcessorCreate, manager: ManagerDep) -> dict[str, An
 @router.get("", response_model=ProcessorsPublic, responses=present.errors())
 def list_processors(
     manager: ManagerDep,
+    ephemeral: EphemeralDep,
     itemsPerPage: Annotated[int, Query(ge=1, le=500)] = 100,  # noqa: N803 - Atlas's name
     pageNum: Annotated[int, Query(ge=1, le=1_000_000)] = 1,  # noqa: N803 - Atlas's name
 ) -> dict[str, Any]:
-    """A page of processors with their state and stats."""
-    records, total = manager.list(offset=(pageNum - 1) * itemsPerPage, limit=itemsPerPage)
-    return {"results": [present.processor(manager, r) for r in records], "totalCount": total}
+    """A page of processors with their state and stats; the running ephemeral ones
+    (`POST /pipelines:process`, `ephemeral: true`) come after the stored ones."""
+    offset = (pageNum - 1) * itemsPerPage
+    records, total = manager.list(offset=offset, limit=itemsPerPage)
+    results = [present.processor(manager, r) for r in records]
+    running = ephemeral.list()
+    if len(results) < itemsPerPage:
+        first = max(0, offset - total)
+        results += [run.public() for run in running[first : first + itemsPerPage - len(results)]]
+    return {"results": results, "totalCount": total + len(running)}
 
 
 @router.get(BY_NAME, response_model=ProcessorPublic, responses=present.errors(404))

@@ -6,12 +6,14 @@ stores and HTTP shapes. Everything Spark does is covered by the integration and 
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from typing import Any
 
 from pipeline_stages._base import Problem
-from service.runtime.engine import CompileRequest, ProgressCallback, RunRequest
+from service.errors import EngineUnavailable
+from service.runtime.engine import CompileRequest, ProcessRequest, ProgressCallback, RunRequest
 
 
 class FakeQuery:
@@ -53,6 +55,9 @@ class FakeEngine:
         self.launches: list[RunRequest] = []
         self.queries: list[FakeQuery] = []
         self.fail_next_launches = 0
+        #: Every ephemeral run, in order; `unavailable`: why `ready` fails (None: it does not).
+        self.processes: list[ProcessRequest] = []
+        self.unavailable: str | None = None
         self._state = "stopped"
         self._callback: ProgressCallback | None = None
         self._lock = threading.Lock()
@@ -100,6 +105,27 @@ class FakeEngine:
         import os
 
         return {"pid": os.getpid(), "jvmPid": 0}
+
+    def ready(self) -> None:
+        """Ready at once (503 when `unavailable` says why not)."""
+        if self.unavailable is not None:
+            raise EngineUnavailable(self.unavailable)
+        self.start()
+
+    def process(self, request: ProcessRequest) -> int:
+        """Print a `documents` source's documents (no stage runs); any other source prints
+        nothing and runs until cancelled or `max_seconds` have passed, as an endless stream."""
+        self.processes.append(request)
+        source = request.pipeline[0]["$source"]
+        if "documents" in source:
+            for doc in source["documents"]:
+                request.out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+            request.out.flush()
+            return 0
+        request.out.write(json.dumps({"waiting": request.name}) + "\n")
+        request.out.flush()
+        request.cancel.wait(request.max_seconds)
+        return 1 if request.cancel.is_set() else 0
 
     def shutdown(self) -> None:
         """Become stopped."""

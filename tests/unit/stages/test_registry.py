@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 import pipeline_stages
 from pipeline_stages import KNOWN_UNSUPPORTED, REGISTRY, Placement, StageEntry
-from pipeline_stages._base import StageModel
+from pipeline_stages._base import WINDOW_STAGE_KEYS, StageModel
 
 TESTS = Path(__file__).parent
 ENTRIES = list(REGISTRY.values())
@@ -83,6 +83,11 @@ def test_entry_contract(entry: StageEntry) -> None:
     else:
         assert module.OPERATOR_NAME.endswith("Operator")
         assert entry.operator_name == module.OPERATOR_NAME
+
+
+def test_the_layers_below_the_registry_know_the_same_window_stages() -> None:
+    # The engine's plan and the MQL scan use `WINDOW_STAGE_KEYS`; the registry derives its own.
+    assert pipeline_stages.WINDOW_KEYS == WINDOW_STAGE_KEYS == WINDOWS
 
 
 def test_known_unsupported_is_disjoint_and_documented() -> None:

@@ -138,6 +138,7 @@ class FakeQuery:
     """A `StreamingQuery` that runs until stopped and never fails by itself."""
 
     id = "q1"
+    name = "p (q1)"
 
     def __init__(self) -> None:
         self.isActive = True  # noqa: N815 - PySpark's name

@@ -13,9 +13,9 @@ import pytest
 from pipeline_stages import parse_pipeline
 from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
 from pipeline_stages._stream.batch import BatchResult, Output
-from service.cli.process import StdoutWriter, _LocalStore
 from service.manager.stats import LiveStats
 from service.manager.writers import DlqWriter, ProcessorWriter, SampleBuffer
+from service.runtime.process import StdoutWriter, _LocalStore
 from service.runtime.sink_resources import ClusterClients, StoreSinkResources, build_run_sink
 from service.stores import ConnectionRecord, ConnectionType, DlqQuery, Stores, open_stores
 

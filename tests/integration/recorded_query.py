@@ -1,0 +1,37 @@
+"""A compiled pipeline's streaming query with a test's own batch writer in place of the service's.
+
+Tests that look at what each micro-batch carries (input counts, operator stats, throttling)
+start the query the way the Spark engine does, with `foreach_batch` and the batch's input
+metrics, but hand every batch to a recorder of their own; they drive the batches themselves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline_stages._engine.observed import InputMetrics
+
+
+def start_recorded_query(
+    spark: Any,
+    compiled: Any,
+    writer: Any,
+    *,
+    name: str,
+    checkpoint: Path,
+    state_dir: str | None = None,
+) -> tuple[Any, Any]:
+    """`(query, sink)`: the started query named `name` writing to `writer`, and its
+    `foreachBatch` sink (close it after stopping the query)."""
+    sink = compiled.foreach_batch(
+        writer, processor="p", state_dir=state_dir, input_counts=InputMetrics(spark, name)
+    )
+    query = (
+        compiled.envelopes.writeStream.queryName(name)
+        .foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    return query, sink
