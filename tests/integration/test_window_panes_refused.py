@@ -1,5 +1,7 @@
-"""Until the window engines fire panes (issue 25), compile refuses the pane fields at their
-paths (`unsupported_option`) instead of running the window without them."""
+"""The window engines fire a subset of the pane fields (issue 25): count-based EARLY panes and
+the ON_TIME pane of tumbling and hopping event-time windows, accumulating or discarding, on the
+operator engine. Compile refuses everything else at its path (`unsupported_option`) instead of
+running the window without the panes its user asked for."""
 
 from __future__ import annotations
 
@@ -18,28 +20,84 @@ pytestmark = pytest.mark.spark
 SOURCE = {"$source": {"documents": [{"k": 1}], "timeField": {"$toDate": 0}}}
 GROUP = {"$group": {"_id": "$k", "n": {"$count": {}}}}
 SECOND = {"size": 1, "unit": "second"}
-WINDOWS: dict[str, dict[str, Any]] = {
+FIXED: dict[str, dict[str, Any]] = {
     "$tumblingWindow": {"interval": SECOND, "pipeline": [GROUP]},
     "$hoppingWindow": {"interval": SECOND, "hopSize": SECOND, "pipeline": [GROUP]},
+}
+KEYED: dict[str, dict[str, Any]] = {
     "$sessionWindow": {"partitionBy": "$k", "gap": SECOND, "pipeline": [GROUP]},
     "$slidingWindow": {"timeDifference": SECOND, "pipeline": [GROUP]},
 }
+EARLY = {"early": {"count": 2}}
 
 
-def _compile_problems(spark: Any, stage: dict[str, Any]) -> list[tuple[str, str]]:
+def _context(spark: Any, engine: str | None = None) -> CompileContext:
     register_all(spark)
-    ctx = CompileContext(spark=spark, processor_name="p", problems=ProblemCollector(), has_dlq=True)
+    return CompileContext(
+        spark=spark,
+        processor_name="p",
+        problems=ProblemCollector(),
+        has_dlq=True,
+        window_engine=engine,
+    )
+
+
+def _compile_problems(
+    spark: Any, stage: dict[str, Any], engine: str | None = None
+) -> list[tuple[str, str]]:
     with pytest.raises(PipelineInvalid) as info:
-        compile_pipeline(parse_pipeline([SOURCE, stage]), ctx)
+        compile_pipeline(parse_pipeline([SOURCE, stage]), _context(spark, engine))
     return [(p.code, p.path) for p in info.value.problems]
 
 
-@pytest.mark.parametrize("key", list(WINDOWS))
-def test_trigger_and_mode_are_refused(spark: Any, key: str) -> None:
-    body = {**WINDOWS[key], "trigger": {"early": {"count": 2}}, "accumulationMode": "discarding"}
+@pytest.mark.parametrize("mode", [None, "accumulating", "discarding"])
+@pytest.mark.parametrize("trigger", [EARLY, {}, {"early": {"count": 1}, "onlyUpdatedPanes": False}])
+@pytest.mark.parametrize("key", list(FIXED))
+def test_count_panes_of_fixed_windows_compile(
+    spark: Any, key: str, trigger: dict[str, Any], mode: str | None
+) -> None:
+    body = {**FIXED[key], "trigger": trigger}
+    if mode is not None:
+        body["accumulationMode"] = mode
+    compiled = compile_pipeline(parse_pipeline([SOURCE, {key: body}]), _context(spark))
+    assert compiled.has_window
+
+
+@pytest.mark.parametrize(
+    ("fields", "loc"),
+    [
+        ({"trigger": {"early": {"every": SECOND}}}, "trigger/early/every"),
+        ({"trigger": {**EARLY, "late": {"count": 1}}}, "trigger/late"),
+        ({"trigger": {**EARLY, "onlyUpdatedPanes": True}}, "trigger/onlyUpdatedPanes"),
+        ({"trigger": EARLY, "accumulationMode": "accumulatingAndRetracting"}, "accumulationMode"),
+        ({"trigger": EARLY, "boundary": "processingTime"}, "trigger"),
+    ],
+)
+@pytest.mark.parametrize("key", list(FIXED))
+def test_other_pane_fields_of_fixed_windows_are_refused(
+    spark: Any, key: str, fields: dict[str, Any], loc: str
+) -> None:
+    body = {**FIXED[key], **fields}
+    if "late" in fields["trigger"]:
+        body["allowedLateness"] = SECOND
     assert _compile_problems(spark, {key: body}) == [
-        ("unsupported_option", f"/pipeline/1/{key}/trigger"),
-        ("unsupported_option", f"/pipeline/1/{key}/accumulationMode"),
+        ("unsupported_option", f"/pipeline/1/{key}/{loc}")
+    ]
+
+
+@pytest.mark.parametrize("key", list(FIXED))
+def test_the_batch_engine_refuses_panes(spark: Any, key: str) -> None:
+    body = {**FIXED[key], "trigger": EARLY}
+    assert _compile_problems(spark, {key: body}, engine="batch") == [
+        ("unsupported_option", f"/pipeline/1/{key}/trigger")
+    ]
+
+
+@pytest.mark.parametrize("key", list(KEYED))
+def test_session_and_sliding_windows_refuse_the_trigger(spark: Any, key: str) -> None:
+    body = {**KEYED[key], "trigger": EARLY, "accumulationMode": "discarding"}
+    assert _compile_problems(spark, {key: body}) == [
+        ("unsupported_option", f"/pipeline/1/{key}/trigger")
     ]
 
 
@@ -50,9 +108,8 @@ def test_global_window_is_refused(spark: Any) -> None:
     ]
 
 
-@pytest.mark.parametrize("key", list(WINDOWS))
+@pytest.mark.parametrize("key", [*FIXED, *KEYED])
 def test_windows_without_the_fields_still_compile(spark: Any, key: str) -> None:
-    register_all(spark)
-    ctx = CompileContext(spark=spark, processor_name="p", problems=ProblemCollector(), has_dlq=True)
-    compiled = compile_pipeline(parse_pipeline([SOURCE, {key: WINDOWS[key]}]), ctx)
+    windows = {**FIXED, **KEYED}
+    compiled = compile_pipeline(parse_pipeline([SOURCE, {key: windows[key]}]), _context(spark))
     assert compiled.has_window

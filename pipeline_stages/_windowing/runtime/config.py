@@ -189,6 +189,16 @@ class SlidingGeometry:
 
 
 @dataclass(frozen=True)
+class PaneSpec:
+    """A window's `trigger` and `accumulationMode` as the operator fires them (issue 25): the
+    ON_TIME pane at close, and EARLY panes every `early_count` documents when set. Compile
+    lets only this subset through (`spark.compile.refuse_panes`)."""
+
+    mode: str  # "accumulating" | "discarding"
+    early_count: int | None = None
+
+
+@dataclass(frozen=True)
 class OperatorSpec:
     """Everything the operator function needs, shipped to the Python workers once."""
 
@@ -203,6 +213,8 @@ class OperatorSpec:
     partitioned: bool = False
     bucket_count: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Set when the window fires panes (`trigger`); None: Atlas's one result per window.
+    panes: PaneSpec | None = None
 
     @property
     def splits_groups(self) -> bool:
@@ -214,9 +226,11 @@ class OperatorSpec:
         partition key, but they place documents one by one in Python, and every bucket would
         run that loop over every row (the shadows), so splitting would divide little; their
         merge across buckets is not built either (`Emitter.begin_window` is called by fixed
-        windows only)."""
+        windows only). A window that fires panes keeps its rows in bucket 0 too: a pane's
+        count and index are the window's, not one bucket's share of it."""
         return (
-            self.bucket_count > 1
+            self.panes is None
+            and self.bucket_count > 1
             and self.kind == "fixed"
             and self.inner.group is not None
             and not self.inner.later

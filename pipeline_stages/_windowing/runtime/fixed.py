@@ -34,6 +34,7 @@ from pipeline_stages._windowing.runtime.emit import (
     late_meta,
 )
 from pipeline_stages._windowing.runtime.inner import InnerRuntime
+from pipeline_stages._windowing.runtime.panes import FixedPanes, PaneCounts, pane_counts
 from pipeline_stages._windowing.runtime.values import window_meta
 
 
@@ -42,10 +43,13 @@ class FixedState:
     """Open windows (start -> content) and Atlas's `minWindowStartTime`.
 
     The batch engine saves what a batch changed in it (`batch.state.FixedDelta`): a
-    field added here must be added there too."""
+    field added here must be added there too, except `panes`, which only windows with a
+    `trigger` use, and the batch engine refuses those (`spark.compile.refuse_panes`)."""
 
     min_open: int = 0
     windows: dict[int, Any] = field(default_factory=dict)
+    #: Pane index and count per open window (`runtime.panes`; windows with `trigger` only).
+    panes: dict[int, PaneCounts] = field(default_factory=dict)
 
 
 class FixedWindows:
@@ -63,6 +67,13 @@ class FixedWindows:
         self.clock = clock
         self.out = out
         self.inner = InnerRuntime(spec, out)
+        self.panes = (
+            None
+            if spec.panes is None
+            else FixedPanes(
+                spec.panes, self.inner, out, state.windows, pane_counts(state), self.size
+            )
+        )
 
     # ------------------------------------------------------------------ arithmetic
 
@@ -115,6 +126,9 @@ class FixedWindows:
         item_rows, item_k = np.nonzero(assigned & ok[:, None])
         orders = self.clock.next_order + item_rows
         self.clock.next_order += len(rows)
+        if self.panes is not None:
+            self.panes.admit(seg, rows, starts, assigned, item_rows, item_k, orders)
+            return
         self.inner.admit(
             self.state.windows, seg, rows[item_rows], starts[item_rows, item_k], orders
         )
@@ -198,6 +212,9 @@ class FixedWindows:
 
     def _close(self, start: int, part: int, seq: int) -> None:
         content = self.state.windows.pop(start)
+        if self.panes is not None:
+            self.panes.close(start, content, part=part, seq=seq)
+            return
         if self.spec.splits_groups:
             self.out.begin_window()
         self.inner.emit(content, start=start, end=start + self.size, part=part, seq=seq)

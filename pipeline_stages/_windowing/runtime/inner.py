@@ -187,11 +187,16 @@ class InnerRuntime:
         partition: Any = MISSING,
         inject: bool = False,
         key_prefix: str = "",
+        pane: dict[str, Any] | None = None,
     ) -> None:
-        """Emit a closed window's results as envelopes (keys prefixed by `key_prefix`)."""
+        """Emit a closed window's results as envelopes (keys prefixed by `key_prefix`); with
+        `pane` (`{index, timing}`), one pane of the window, stamped in its window metadata."""
         if self.out is None:
             raise RuntimeError("InnerRuntime.emit needs an emitter (bind)")
         window = window_meta(start, end, partition)
+        if pane is not None:
+            window["pane"] = pane
+            inject = True  # buffered documents hold the window without its pane
         meta = encode({"source": {"type": self.spec.source.source_type}, "window": window})
         if self.group is None and not inject and self.inner.sort is None and not self.inner.later:
             # Pass-through: the documents already hold the window; skip decoding them.

@@ -73,6 +73,7 @@ from pipeline_stages._windowing.spark.inner import (
     split_inner,
     with_flags,
 )
+from pipeline_stages._windowing.spark.panes import pane_spec, refuse_dropping_suffix
 from pipeline_stages._windowing.spark.unstamped import (
     stamped_failures,
     unstamped_input,
@@ -164,8 +165,10 @@ def compile_window(
     """The `compile` of the four window stages (see the module docstring)."""
     source = C.window_source(ctx)
     problems = ctx.problems
-    refuse_panes(spec, path, key, problems)
+    panes = pane_spec(spec, path, key, problems, kind=kind)
     split = split_inner(inner_stages(spec, path, key), problems)
+    if panes is not None:
+        refuse_dropping_suffix(split, key, problems)
     if kind != "fixed" and not split.blocking:
         # A session/sliding window is only known when it closes, and a window without a
         # blocking stage is stateless inside: run it all on the emitted documents, where the
@@ -224,6 +227,7 @@ def compile_window(
             has_dlq=ctx.has_dlq,
             partitioned=partition_by is not None,
             bucket_count=buckets,
+            panes=panes,
         )
         return op_spec, _shipped(frame, op_spec)
 
@@ -241,6 +245,13 @@ def compile_window(
     closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
     batch = None
     if _engine(ctx, path, key) == "batch" and ineligible(op_spec) is None:
+        if panes is not None:
+            problems.error(
+                join_path(path, key, "trigger"),
+                ProblemCode.UNSUPPORTED_OPTION,
+                f"{key}: trigger is not supported by the batch window engine "
+                f"({ENGINE_CONF}=batch) yet: it does not fire panes; the operator engine does",
+            )
         batch = _batch_window(shipped, op_spec, tuple(split.suffix), stamp)
     if not split.suffix:
         return WindowResult(
@@ -259,20 +270,6 @@ def compile_window(
         closes_on_clock=closes_on_clock,
         runs_when_idle=op_spec.runs_when_idle,
     )
-
-
-def refuse_panes(spec: Any, path: str, key: str, problems: Any) -> None:
-    """Refuse the pane fields (`_windowing.triggers`) the engines do not fire yet: never run
-    a window without the panes its user asked for."""
-    fields = {"trigger": spec.trigger, "accumulationMode": spec.accumulation_mode}
-    for alias, value in fields.items():
-        if value is not None:
-            problems.error(
-                join_path(path, key, alias),
-                ProblemCode.UNSUPPORTED_OPTION,
-                f"{key}: {alias} is not supported by the window engines yet: they do not fire "
-                "panes",
-            )
 
 
 #: The owning bucket of a row, while its copies to every bucket are made (`_bucketed`).

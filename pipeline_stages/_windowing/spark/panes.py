@@ -1,0 +1,75 @@
+"""Which panes (issue 25) a window's compile lets through to the operator (`C.PaneSpec`).
+
+The operator fires count-based EARLY panes and the ON_TIME pane of tumbling and hopping
+event-time windows, accumulating or discarding (`runtime.panes`). Everything else the parser
+accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a window is
+never run without the panes its user asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline_stages._base import ProblemCode, join_path
+from pipeline_stages._windowing.runtime import config as C
+from pipeline_stages._windowing.spark.inner import InnerSplit
+
+
+def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.PaneSpec | None:
+    """The panes the window fires (`C.PaneSpec`; None without `trigger`: Atlas's one result).
+
+    The operator fires count-based EARLY panes and the ON_TIME pane of tumbling and hopping
+    event-time windows, accumulating or discarding (`runtime.panes`). Everything else the
+    parser accepts is refused at its path, never run without the panes its user asked for."""
+    trigger = spec.trigger
+    if trigger is None:
+        return None
+    not_yet = "is not supported by the window engines yet"
+    refusals: list[tuple[tuple[str, ...], str]] = []
+    if kind != "fixed":
+        refusals.append((("trigger",), f"trigger {not_yet} on {key}: only $tumblingWindow and "
+                         "$hoppingWindow fire panes"))  # fmt: skip
+    elif not spec.event_time:
+        refusals.append((("trigger",), f"trigger {not_yet} on processing-time windows"))
+    if trigger.early is not None and trigger.early.every is not None:
+        refusals.append((("trigger", "early", "every"), f"trigger.early.every {not_yet}: "
+                         "they fire count-based early panes (early.count)"))  # fmt: skip
+    if trigger.late is not None:
+        refusals.append((("trigger", "late"), f"trigger.late {not_yet}: they fire no LATE "
+                         "panes"))  # fmt: skip
+    if trigger.only_updated_panes:
+        refusals.append((("trigger", "onlyUpdatedPanes"), f"onlyUpdatedPanes {not_yet}"))
+    mode = spec.accumulation
+    if mode not in ("accumulating", "discarding"):
+        refusals.append((("accumulationMode",), f"accumulationMode {mode!r} {not_yet}: they "
+                         "fire accumulating and discarding panes"))  # fmt: skip
+    for loc, message in refusals:
+        problems.error(
+            join_path(path, key, *loc), ProblemCode.UNSUPPORTED_OPTION, f"{key}: {message}"
+        )
+    if refusals:
+        return None
+    early = trigger.early.count if trigger.early is not None else None
+    return C.PaneSpec(mode=mode, early_count=early)
+
+
+#: Inner stages after the window's blocking part that pass every document on (one out per one
+#: in, but for a document that fails and goes to the DLQ).
+ONE_FOR_ONE = frozenset(
+    {"$set", "$addFields", "$project", "$unset", "$replaceRoot", "$replaceWith"}
+)
+
+
+def refuse_dropping_suffix(split: InnerSplit, key: str, problems: Any) -> None:
+    """With `trigger`, refuse inner stages after the blocking part that may drop documents
+    (`$match`, `$unwind`, ...): they run in Spark after the operator, which then cannot tell
+    that a pane emits nothing, and such a pane must not be fired nor take an index."""
+    for stage in split.suffix:
+        if stage.key not in ONE_FOR_ONE:
+            problems.error(
+                join_path(stage.path, stage.key),
+                ProblemCode.UNSUPPORTED_OPTION,
+                f"{key}: {stage.key} after the window's $group/$sort is not supported with "
+                "trigger yet: a pane it empties would still be fired",
+            )
+            return
