@@ -41,7 +41,6 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from pipeline_stages import WINDOW_KEYS, parse_pipeline
 from pipeline_stages._connectors.sources.rate_limit import throttle_figures
 from pipeline_stages._enrichment.operator_stats import add_operators, operator_counts, public_stats
 from pipeline_stages.source import INPUT_METRICS
@@ -57,7 +56,7 @@ from service.stores.stats_ledger import (
     StatsLedger,
 )
 
-__all__ = ["COUNTERS", "LiveStats", "Recorder", "operator_names", "utc_now"]
+__all__ = ["COUNTERS", "LiveStats", "Recorder", "utc_now"]
 
 #: Persists one batch's counts: `(lane, generation, batch id, counts, seed) -> stored ledger`.
 Recorder = Callable[[str, int, int, Mapping[str, Any], Mapping[str, Any] | None], StatsLedger]
@@ -376,22 +375,6 @@ class LiveStats:
                 entry.update(public_stats(current[OPERATOR_STATS][name]))
             stats.append(entry)
         return stats
-
-
-def operator_names(pipeline: Any) -> tuple[list[str], str | None]:
-    """The pipeline's operator names in order, and the window's first inner operator (the
-    one whose output the window operator's stats rows count), if it has a window."""
-    operators: list[str] = []
-    window_operator = None
-    in_window = False
-    for stage in parse_pipeline(pipeline).walk():
-        if stage.key in WINDOW_KEYS:
-            in_window = True
-        elif stage.operator_name:
-            if in_window and window_operator is None:
-                window_operator = stage.operator_name
-            operators.append(stage.operator_name)
-    return operators, window_operator
 
 
 def _iso(value: Any) -> str | None:

@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pipeline_stages import WINDOW_KEYS, parse_pipeline
 from pipeline_stages._base import PipelineInvalid
 from service.config.settings import Settings
 from service.manager.runs import Run, RunTable, retry_count
 from service.manager.states import STATUS, State
-from service.manager.stats import LiveStats, operator_names
+from service.manager.stats import LiveStats
 from service.runtime.engine import Engine
 from service.stores import ProcessorError, ProcessorRecord, StatsStore
 
@@ -111,3 +112,19 @@ def error_public(error: ProcessorError) -> dict[str, Any]:
         "message": error.message,
         "time": error.time.isoformat() if error.time else None,
     }
+
+
+def operator_names(pipeline: Any) -> tuple[list[str], str | None]:
+    """The pipeline's operator names in order, and the window's first inner operator (the
+    one whose output the window operator's stats rows count), if it has a window."""
+    operators: list[str] = []
+    window_operator = None
+    in_window = False
+    for stage in parse_pipeline(pipeline).walk():
+        if stage.key in WINDOW_KEYS:
+            in_window = True
+        elif stage.operator_name:
+            if in_window and window_operator is None:
+                window_operator = stage.operator_name
+            operators.append(stage.operator_name)
+    return operators, window_operator

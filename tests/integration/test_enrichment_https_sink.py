@@ -26,7 +26,8 @@ from pipeline_stages._connectors.sources.register import register_all
 from pipeline_stages._engine.plan import compile_pipeline
 from pipeline_stages._stream.batch import BatchResult, Output
 from pipeline_stages._stream.context import CompileContext, ConnectionInfo
-from service.manager.stats import LiveStats, operator_names
+from service.manager.stats import LiveStats
+from service.manager.view import operator_names
 from service.manager.writers import ProcessorWriter, SampleBuffer
 from service.runtime.process import run_process
 from service.runtime.sink_resources import (

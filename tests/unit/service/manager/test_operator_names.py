@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from service.manager.stats import operator_names
+from service.manager.view import operator_names
 
 SOURCE = {"$source": {"connectionName": "in", "timeField": "$t"}}
 GROUP = {"$group": {"_id": "$k", "n": {"$sum": 1}}}
