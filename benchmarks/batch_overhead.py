@@ -6,7 +6,9 @@ same source, in the same process and JVM. Each batch is timed from its input fil
 progress report; Spark's own `durationMs` breakdown is printed for both (medians from the 4th
 batch on, so the first batches' start-up is left out):
 
-    PYTHONPATH=$PWD python3 benchmarks/batch_overhead.py [--batches 30]
+    PYTHONPATH=$PWD python3 benchmarks/batch_overhead.py [--batches 30] [--conf KEY=VALUE ...]
+
+`--conf` sets a Spark SQL setting for both queries (an A/B of a setting is two runs).
 """
 
 from __future__ import annotations
@@ -114,7 +116,12 @@ def native(batches: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        spark_session().conf.set(key, value)
+        print(f"{key} = {value}")
     sluice(args.batches)
     native(args.batches)
 
