@@ -27,30 +27,7 @@ from pipeline_stages._stream.frame import KIND_OUTPUT  # noqa: E402
 from pipeline_stages._windowing.geometry import WindowGeometry  # noqa: E402
 from pipeline_stages._windowing.runtime import config as C  # noqa: E402
 from pipeline_stages._windowing.runtime.operator import make_operator  # noqa: E402
-
-
-class _State:
-    """What the operator uses of PySpark's `GroupState`."""
-
-    def __init__(self, blob: bytes | None, now_ms: int) -> None:
-        self.blob, self.now_ms = blob, now_ms
-
-    @property
-    def exists(self) -> bool:
-        return self.blob is not None
-
-    @property
-    def get(self) -> tuple[bytes | None]:
-        return (self.blob,)
-
-    def update(self, value: tuple[bytes]) -> None:
-        self.blob = value[0]
-
-    def getCurrentProcessingTimeMs(self) -> int:  # noqa: N802 - PySpark's name
-        return self.now_ms
-
-    def setTimeoutDuration(self, duration_ms: int) -> None:  # noqa: N802 - PySpark's name
-        pass
+from tests.unit.windowing.group_state import FakeState  # noqa: E402
 
 
 def spec(count: int | None) -> C.OperatorSpec:
@@ -94,7 +71,7 @@ def run(op_spec: C.OperatorSpec, batches: list[pd.DataFrame]) -> tuple[float, in
     operator = make_operator(op_spec)
     blob, results, spent = None, 0, 0.0
     for n, frame in enumerate(batches):
-        state = _State(blob, 1_000 + n)
+        state = FakeState(blob, 1_000 + n)
         began = time.perf_counter()
         out: Any = pd.concat(list(operator((0,), iter([frame.copy()]), state)))
         spent += time.perf_counter() - began

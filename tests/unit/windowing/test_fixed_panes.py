@@ -24,7 +24,8 @@ from pipeline_stages._stream.frame import KIND_OUTPUT
 from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.operator import make_operator
-from tests.unit.windowing.test_idle_wake import FakeState, rows, spec
+from tests.unit.windowing.group_state import FakeState
+from tests.unit.windowing.test_idle_wake import rows, spec
 
 SIZE_MS = 10_000
 
