@@ -7,6 +7,7 @@ test checks them against what the pipeline and the local HTTP API (127.0.0.1) sa
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -42,9 +43,11 @@ class Recorder:
         self.stats = LiveStats(input_from_progress=False)
         self.documents = 0
         self.dlq = 0
+        self.outputs: list[dict[str, Any]] = []
 
     def write(self, batch: BatchResult) -> None:
         self.documents += len(batch.outputs)
+        self.outputs.extend(json.loads(o.doc_json) for o in batch.outputs)
         self.dlq += len(batch.dlq)
         self.stats.record_batch(
             batch.batch_id,
@@ -55,6 +58,7 @@ class Recorder:
             ],
             window_stats=[],
             input_metrics=batch.input,
+            sink_operators=batch.operators,
         )
 
 
@@ -92,12 +96,17 @@ def _operators(spark: Any, tmp_path: Path, pipeline: list[Any], total: int, **ct
     return {o["name"]: o for o in public["operatorStats"]}, recorder
 
 
-def test_lookup_and_cached_lookup_report_counts_latency_and_cache_use(
-    spark: Any, tmp_path: Path
-) -> None:
+def _products(tmp_path: Path) -> StoreLookupOpener:
+    """The `local` store with products `a`, `b`, `c` (`FROM`), opened for the lookups."""
     stores = SqliteStores(str(tmp_path / "sluice.db"), secrets=SecretBox.load(data_dir=tmp_path))
     stores.documents.merge("shop", "products", [{"_id": k, "n": i} for i, k in enumerate("abc")])
     stores.close()
+    return StoreLookupOpener(f"sqlite:///{tmp_path / 'sluice.db'}")
+
+
+def test_lookup_and_cached_lookup_report_counts_latency_and_cache_use(
+    spark: Any, tmp_path: Path
+) -> None:
     pipeline = [
         {
             "$source": {
@@ -122,7 +131,7 @@ def test_lookup_and_cached_lookup_report_counts_latency_and_cache_use(
         tmp_path,
         pipeline,
         len(KEYS),
-        lookup_stores=StoreLookupOpener(f"sqlite:///{tmp_path / 'sluice.db'}"),
+        lookup_stores=_products(tmp_path),
     )
     lookup = operators["LookUpOperator"]
     assert (lookup["inputMessageCount"], lookup["outputMessageCount"]) == (9, 9)
@@ -159,3 +168,50 @@ def test_https_reports_requests_latency_and_failures(
     assert https["latencyMs"]["samples"] == 3
     # The 30 ms response is the slowest of three: p99 is at least its bucket's bound.
     assert https["latencyMs"]["p99"] >= 50
+
+
+def test_lookup_after_a_window_on_the_batch_engine_reports_the_window_results(
+    spark: Any, tmp_path: Path
+) -> None:
+    # The batch engine runs the stages after the window as a Spark job of its own per
+    # micro-batch; the lookup's counts come from that job, with the same batch.
+    def doc(i: int, k: str, second: int) -> dict[str, Any]:
+        return {"i": i, "k": k, "t": f"2024-01-01T00:00:{second:02d}Z"}
+
+    # Windows of 10 s: [0, 10) closes at the document of second 12, [10, 20) at second 25,
+    # [20, 30) stays open; micro-batches of two documents.
+    docs = [doc(0, "a", 1), doc(1, "b", 2), doc(2, "a", 3), doc(3, "c", 12), doc(4, "a", 25)]
+    pipeline = [
+        {
+            "$source": {
+                "documents": docs,
+                "timeField": {"$dateFromString": {"dateString": "$t"}},
+                "config": {"batchSize": 2},
+            }
+        },
+        {
+            "$tumblingWindow": {
+                "interval": {"size": 10, "unit": "second"},
+                "allowedLateness": 0,
+                "pipeline": [{"$group": {"_id": "$k", "n": {"$count": {}}}}],
+            }
+        },
+        {"$lookup": {"from": FROM, "localField": "_id", "foreignField": "_id", "as": "p"}},
+    ]
+    operators, recorder = _operators(
+        spark,
+        tmp_path,
+        pipeline,
+        3,
+        lookup_stores=_products(tmp_path),
+        window_engine="batch",
+    )
+    assert sorted((d["_id"], d["n"], d["p"][0]["n"]) for d in recorder.outputs) == [
+        ("a", 2, 0),
+        ("b", 1, 1),
+        ("c", 1, 2),
+    ]
+    lookup = operators["LookUpOperator"]
+    # Every window result went through the lookup, once: none from the open window.
+    assert lookup["inputMessageCount"] == lookup["outputMessageCount"] == recorder.documents
+    assert lookup["latencyMs"]["samples"] >= 1
