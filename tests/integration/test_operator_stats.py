@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,18 +37,27 @@ KEYS = ["a", "b", "a", "a", "c", "a", "b", "a", "b"]
 
 
 class Recorder:
-    """Counts each batch in the processor stats, as the service's writer does."""
+    """Counts each batch in the processor stats, as the service's writer does; a batch written
+    again under its id (a replay) replaces the first attempt, here as in the stats."""
 
     def __init__(self) -> None:
         self.stats = LiveStats(input_from_progress=False)
-        self.documents = 0
-        self.dlq = 0
-        self.outputs: list[dict[str, Any]] = []
+        self.batches: dict[int, BatchResult] = {}
+
+    @property
+    def documents(self) -> int:
+        return sum(len(batch.outputs) for batch in self.batches.values())
+
+    @property
+    def dlq(self) -> int:
+        return sum(len(batch.dlq) for batch in self.batches.values())
+
+    @property
+    def outputs(self) -> list[dict[str, Any]]:
+        return [json.loads(o.doc_json) for b in self.batches.values() for o in b.outputs]
 
     def write(self, batch: BatchResult) -> None:
-        self.documents += len(batch.outputs)
-        self.outputs.extend(json.loads(o.doc_json) for o in batch.outputs)
-        self.dlq += len(batch.dlq)
+        self.batches[batch.batch_id] = batch
         self.stats.record_batch(
             batch.batch_id,
             output_sizes=[len(o.doc_json) for o in batch.outputs],
@@ -68,7 +77,17 @@ def api() -> Iterator[HttpApi]:
         yield running
 
 
-def _operators(spark: Any, tmp_path: Path, pipeline: list[Any], total: int, **ctx: Any) -> Any:
+def _operators(
+    spark: Any,
+    tmp_path: Path,
+    pipeline: list[Any],
+    total: int,
+    *,
+    prepare: Callable[[Any], None] | None = None,
+    **ctx: Any,
+) -> Any:
+    """`({operator name: its verbose stats}, recorder)` of `pipeline` run to the end;
+    `prepare` gets the `foreachBatch` sink before the query starts."""
     register_all(spark)
     context = CompileContext(
         spark=spark, processor_name="p", problems=ProblemCollector(), has_dlq=True, **ctx
@@ -77,7 +96,7 @@ def _operators(spark: Any, tmp_path: Path, pipeline: list[Any], total: int, **ct
     name = f"ops_{uuid.uuid4().hex[:8]}"
     recorder = Recorder()
     query, sink = start_recorded_query(
-        spark, compiled, recorder, name=name, checkpoint=tmp_path / "checkpoint"
+        spark, compiled, recorder, name=name, checkpoint=tmp_path / "checkpoint", prepare=prepare
     )
     try:
         query.processAllAvailable()
@@ -170,11 +189,26 @@ def test_https_reports_requests_latency_and_failures(
     assert https["latencyMs"]["p99"] >= 50
 
 
+def replay_every_fold(sink: Any) -> None:
+    """Makes the batch engine fold and write every micro-batch twice under its id, as a
+    replay after a crash between the write and Spark's commit does."""
+    window = sink.window
+    fold = window.fold
+
+    def replayed(batch: Any) -> list[Any]:
+        sink.write_envelopes(batch.batch_id, fold(batch), batch.input)
+        return fold(batch)
+
+    window.fold = replayed
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["once", "replayed"])
 def test_lookup_after_a_window_on_the_batch_engine_reports_the_window_results(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, replayed: bool
 ) -> None:
     # The batch engine runs the stages after the window as a Spark job of its own per
-    # micro-batch; the lookup's counts come from that job, with the same batch.
+    # micro-batch; the lookup's counts come from that job, with the same batch, so a
+    # replayed batch replaces them.
     def doc(i: int, k: str, second: int) -> dict[str, Any]:
         return {"i": i, "k": k, "t": f"2024-01-01T00:00:{second:02d}Z"}
 
@@ -205,6 +239,7 @@ def test_lookup_after_a_window_on_the_batch_engine_reports_the_window_results(
         3,
         lookup_stores=_products(tmp_path),
         window_engine="batch",
+        prepare=replay_every_fold if replayed else None,
     )
     assert sorted((d["_id"], d["n"], d["p"][0]["n"]) for d in recorder.outputs) == [
         ("a", 2, 0),
