@@ -16,6 +16,12 @@ Spark's offset log holds before the batch runs.
 This reaches into Spark's JVM objects (`lastExecution().observedMetrics()`, stable since
 Spark 3.0 and checked by `tests/integration/test_sinks.py`). When that fails it logs once and
 returns None: the writer then has no input counts for the batch, and says so in the log.
+
+The batch window engine runs the stages after a window as a batch job of its own, per
+micro-batch (`BatchWindow.fold`); the enrichment stages there observe their metrics in that
+job, which the query's execution never sees. `job_operators` reads them from the job's own
+execution (`Dataset.queryExecution().observedMetrics()`, filled once the job has run), and the
+sink records them with the micro-batch (`BatchResult.operators`).
 """
 
 from __future__ import annotations
@@ -42,6 +48,17 @@ def _operator_rows(metrics: Any) -> dict[str, dict[str, Any]]:
             row = metrics.apply(name)
             rows[name] = {str(f): row.getAs(str(f)) for f in row.schema().fieldNames()}
     return rows
+
+
+def job_operators(df: Any) -> dict[str, dict[str, Any]]:
+    """The operator stats (`_enrichment.operator_stats`) a batch DataFrame's job observed,
+    read after the job ran (`collect`); {} when none, or when they cannot be read (logged:
+    stats must never fail a batch)."""
+    try:
+        return operator_counts(_operator_rows(df._jdf.queryExecution().observedMetrics()))
+    except Exception as error:  # noqa: BLE001 - stats must never fail a batch
+        log.warning("cannot read the operator stats of the stages after the window: %s", error)
+        return {}
 
 
 class InputMetrics:

@@ -18,7 +18,9 @@ from typing import Any, Protocol, cast
 
 from pyspark.sql import DataFrame
 
+from pipeline_stages._engine.observed import job_operators
 from pipeline_stages._engine.partitions import PartitionWork, assemble, summarize, summarize_rows
+from pipeline_stages._enrichment.operator_stats import add_operators
 from pipeline_stages._stream.batch import (
     BatchResult,
     BatchWriter,
@@ -58,7 +60,11 @@ class ForeachBatchSink:
 
     Given `input_counts` (`_engine.observed.InputMetrics`), the sink reads the source's input
     counts of each batch once its rows are computed and hands them to the writer with the
-    batch (`BatchResult.input`)."""
+    batch (`BatchResult.input`).
+
+    The enrichment stages after a window on the batch engine run in a job of the engine's
+    own (`BatchWindow.after_job`): their operator stats are read from it and handed to the
+    writer with the same batch (`BatchResult.operators`), so a replayed batch replaces them."""
 
     def __init__(
         self,
@@ -76,6 +82,10 @@ class ForeachBatchSink:
         self.window = window
         self.input_counts = input_counts
         self._folds: Any | None = None
+        #: Operator stats of the stages after the window, per batch id, until it is written.
+        self._after_operators: dict[int, dict[str, dict[str, Any]]] = {}
+        if window is not None:
+            window.after_job = self._after_job
         self._work: PartitionWork | None = None
         if getattr(writer, "writes_summaries", False):
             summarized = cast("SummaryWriter", writer)
@@ -99,6 +109,17 @@ class ForeachBatchSink:
         counts = self.input_counts(batch_id) if self.input_counts is not None else None
         self.write_envelopes(batch_id, found, counts)
 
+    def _after_job(self, batch_id: int, job: DataFrame) -> None:
+        """Keep the operator stats the stages after the window observed in batch `batch_id`
+        (called by the engine's fold, right before the batch is written)."""
+        self._after_operators[batch_id] = job_operators(job)
+
+    def _with_after_operators(self, batch: BatchResult) -> BatchResult:
+        batch.operators = add_operators(
+            batch.operators, self._after_operators.pop(batch.batch_id, {})
+        )
+        return batch
+
     def _write_summary(
         self, batch_id: int, rows: list[dict[str, Any]], counts: dict[str, Any] | None
     ) -> None:
@@ -108,7 +129,7 @@ class ForeachBatchSink:
         batch, staged = assemble(self._work, batch_id, rows, counts)
         if self._work.sink is not None:
             self._work.sink.publish(batch_id, staged)
-        self.writer.write(batch)
+        self.writer.write(self._with_after_operators(batch))
 
     def flush(self) -> None:
         """Return once every batch Spark finished is written (raises a failed fold's error)."""
@@ -150,4 +171,4 @@ class ForeachBatchSink:
                 batch.dlq.append(dlq_record(row, processor=self.processor, now=now))
             elif row["kind"] == KIND_STATS:
                 batch.stats.append(json.loads(row["doc"]))
-        self.writer.write(batch)
+        self.writer.write(self._with_after_operators(batch))

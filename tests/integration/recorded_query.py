@@ -7,6 +7,7 @@ metrics, but hand every batch to a recorder of their own; they drive the batches
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,16 @@ def start_recorded_query(
     name: str,
     checkpoint: Path,
     state_dir: str | None = None,
+    prepare: Callable[[Any], None] | None = None,
 ) -> tuple[Any, Any]:
     """`(query, sink)`: the started query named `name` writing to `writer`, and its
-    `foreachBatch` sink (close it after stopping the query)."""
+    `foreachBatch` sink (close it after stopping the query); `prepare` gets the sink before
+    the query starts."""
     sink = compiled.foreach_batch(
         writer, processor="p", state_dir=state_dir, input_counts=InputMetrics(spark, name)
     )
+    if prepare is not None:
+        prepare(sink)
     query = (
         compiled.envelopes.writeStream.queryName(name)
         .foreachBatch(sink)

@@ -7,8 +7,9 @@ test checks them against what the pipeline and the local HTTP API (127.0.0.1) sa
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,16 +37,27 @@ KEYS = ["a", "b", "a", "a", "c", "a", "b", "a", "b"]
 
 
 class Recorder:
-    """Counts each batch in the processor stats, as the service's writer does."""
+    """Counts each batch in the processor stats, as the service's writer does; a batch written
+    again under its id (a replay) replaces the first attempt, here as in the stats."""
 
     def __init__(self) -> None:
         self.stats = LiveStats(input_from_progress=False)
-        self.documents = 0
-        self.dlq = 0
+        self.batches: dict[int, BatchResult] = {}
+
+    @property
+    def documents(self) -> int:
+        return sum(len(batch.outputs) for batch in self.batches.values())
+
+    @property
+    def dlq(self) -> int:
+        return sum(len(batch.dlq) for batch in self.batches.values())
+
+    @property
+    def outputs(self) -> list[dict[str, Any]]:
+        return [json.loads(o.doc_json) for b in self.batches.values() for o in b.outputs]
 
     def write(self, batch: BatchResult) -> None:
-        self.documents += len(batch.outputs)
-        self.dlq += len(batch.dlq)
+        self.batches[batch.batch_id] = batch
         self.stats.record_batch(
             batch.batch_id,
             output_sizes=[len(o.doc_json) for o in batch.outputs],
@@ -55,6 +67,7 @@ class Recorder:
             ],
             window_stats=[],
             input_metrics=batch.input,
+            sink_operators=batch.operators,
         )
 
 
@@ -64,7 +77,17 @@ def api() -> Iterator[HttpApi]:
         yield running
 
 
-def _operators(spark: Any, tmp_path: Path, pipeline: list[Any], total: int, **ctx: Any) -> Any:
+def _operators(
+    spark: Any,
+    tmp_path: Path,
+    pipeline: list[Any],
+    total: int,
+    *,
+    prepare: Callable[[Any], None] | None = None,
+    **ctx: Any,
+) -> Any:
+    """`({operator name: its verbose stats}, recorder)` of `pipeline` run to the end;
+    `prepare` gets the `foreachBatch` sink before the query starts."""
     register_all(spark)
     context = CompileContext(
         spark=spark, processor_name="p", problems=ProblemCollector(), has_dlq=True, **ctx
@@ -73,7 +96,7 @@ def _operators(spark: Any, tmp_path: Path, pipeline: list[Any], total: int, **ct
     name = f"ops_{uuid.uuid4().hex[:8]}"
     recorder = Recorder()
     query, sink = start_recorded_query(
-        spark, compiled, recorder, name=name, checkpoint=tmp_path / "checkpoint"
+        spark, compiled, recorder, name=name, checkpoint=tmp_path / "checkpoint", prepare=prepare
     )
     try:
         query.processAllAvailable()
@@ -92,12 +115,17 @@ def _operators(spark: Any, tmp_path: Path, pipeline: list[Any], total: int, **ct
     return {o["name"]: o for o in public["operatorStats"]}, recorder
 
 
-def test_lookup_and_cached_lookup_report_counts_latency_and_cache_use(
-    spark: Any, tmp_path: Path
-) -> None:
+def _products(tmp_path: Path) -> StoreLookupOpener:
+    """The `local` store with products `a`, `b`, `c` (`FROM`), opened for the lookups."""
     stores = SqliteStores(str(tmp_path / "sluice.db"), secrets=SecretBox.load(data_dir=tmp_path))
     stores.documents.merge("shop", "products", [{"_id": k, "n": i} for i, k in enumerate("abc")])
     stores.close()
+    return StoreLookupOpener(f"sqlite:///{tmp_path / 'sluice.db'}")
+
+
+def test_lookup_and_cached_lookup_report_counts_latency_and_cache_use(
+    spark: Any, tmp_path: Path
+) -> None:
     pipeline = [
         {
             "$source": {
@@ -122,7 +150,7 @@ def test_lookup_and_cached_lookup_report_counts_latency_and_cache_use(
         tmp_path,
         pipeline,
         len(KEYS),
-        lookup_stores=StoreLookupOpener(f"sqlite:///{tmp_path / 'sluice.db'}"),
+        lookup_stores=_products(tmp_path),
     )
     lookup = operators["LookUpOperator"]
     assert (lookup["inputMessageCount"], lookup["outputMessageCount"]) == (9, 9)
@@ -159,3 +187,66 @@ def test_https_reports_requests_latency_and_failures(
     assert https["latencyMs"]["samples"] == 3
     # The 30 ms response is the slowest of three: p99 is at least its bucket's bound.
     assert https["latencyMs"]["p99"] >= 50
+
+
+def replay_every_fold(sink: Any) -> None:
+    """Makes the batch engine fold and write every micro-batch twice under its id, as a
+    replay after a crash between the write and Spark's commit does."""
+    window = sink.window
+    fold = window.fold
+
+    def replayed(batch: Any) -> list[Any]:
+        sink.write_envelopes(batch.batch_id, fold(batch), batch.input)
+        return fold(batch)
+
+    window.fold = replayed
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["once", "replayed"])
+def test_lookup_after_a_window_on_the_batch_engine_reports_the_window_results(
+    spark: Any, tmp_path: Path, replayed: bool
+) -> None:
+    # The batch engine runs the stages after the window as a Spark job of its own per
+    # micro-batch; the lookup's counts come from that job, with the same batch, so a
+    # replayed batch replaces them.
+    def doc(i: int, k: str, second: int) -> dict[str, Any]:
+        return {"i": i, "k": k, "t": f"2024-01-01T00:00:{second:02d}Z"}
+
+    # Windows of 10 s: [0, 10) closes at the document of second 12, [10, 20) at second 25,
+    # [20, 30) stays open; micro-batches of two documents.
+    docs = [doc(0, "a", 1), doc(1, "b", 2), doc(2, "a", 3), doc(3, "c", 12), doc(4, "a", 25)]
+    pipeline = [
+        {
+            "$source": {
+                "documents": docs,
+                "timeField": {"$dateFromString": {"dateString": "$t"}},
+                "config": {"batchSize": 2},
+            }
+        },
+        {
+            "$tumblingWindow": {
+                "interval": {"size": 10, "unit": "second"},
+                "allowedLateness": 0,
+                "pipeline": [{"$group": {"_id": "$k", "n": {"$count": {}}}}],
+            }
+        },
+        {"$lookup": {"from": FROM, "localField": "_id", "foreignField": "_id", "as": "p"}},
+    ]
+    operators, recorder = _operators(
+        spark,
+        tmp_path,
+        pipeline,
+        3,
+        lookup_stores=_products(tmp_path),
+        window_engine="batch",
+        prepare=replay_every_fold if replayed else None,
+    )
+    assert sorted((d["_id"], d["n"], d["p"][0]["n"]) for d in recorder.outputs) == [
+        ("a", 2, 0),
+        ("b", 1, 1),
+        ("c", 1, 2),
+    ]
+    lookup = operators["LookUpOperator"]
+    # Every window result went through the lookup, once: none from the open window.
+    assert lookup["inputMessageCount"] == lookup["outputMessageCount"] == recorder.documents
+    assert lookup["latencyMs"]["samples"] >= 1

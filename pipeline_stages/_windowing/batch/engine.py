@@ -31,7 +31,8 @@ bucket, without a wall-clock rule (`idleTimeout`, `partitionIdleTimeout`, a proc
 boundary): state in the driver has no Spark timeout to wake it when no input comes. Those run
 on the operator. Stages after the window's first blocking stage (inside the window or after
 it) run per micro-batch on its results (`after`, one small Spark job), compiled again on that
-batch's frame.
+batch's frame; whoever needs that job's observed metrics (the enrichment stages' operator
+stats) is handed the job's DataFrame after it ran (`after_job`).
 """
 
 from __future__ import annotations
@@ -129,6 +130,9 @@ class BatchWindow:
         #: The stages after the window (inner suffix, outer stages, the sink's computed
         #: targets) as a function of the window's envelopes, compiled per batch (`plan`).
         self.after: Callable[[DataFrame], DataFrame] | None = None
+        #: Called with `(batch id, the job's DataFrame)` once the stages after the window have
+        #: run on a batch (the sink reads the job's observed metrics there).
+        self.after_job: Callable[[int, DataFrame], None] | None = None
         self.state_dir: Path | None = None
         self._files: StateFiles | None = None
         self._memory: dict[int, bytes] = {}
@@ -169,8 +173,11 @@ class BatchWindow:
         rows = self.run_table(batch.table, batch.batch_id, batch.now_ms)
         if self.after is None:
             return [dict(zip(ENVELOPE_COLUMNS, row, strict=True)) for row in rows]
-        frame = batch.session.createDataFrame(rows, ENVELOPE_SCHEMA)
-        return self.after(frame).collect()
+        job = self.after(batch.session.createDataFrame(rows, ENVELOPE_SCHEMA))
+        found = job.collect()
+        if self.after_job is not None:
+            self.after_job(batch.batch_id, job)
+        return found
 
     def run(self, batch: DataFrame, batch_id: int) -> list[tuple[Any, ...]]:
         """The batch's envelope rows (`runtime.emit.ENVELOPE_COLUMNS`), state saved."""
