@@ -5,7 +5,9 @@ expression, not a multi-key embedded document), `gap` (required, size > 0), `pip
 (required, non-empty), `boundary` (`eventTime` default, or `processingTime`, which forbids
 `allowedLateness` and `idleTimeout`), `allowedLateness` (duration or 0, default 3 s, at most
 30 min), `idleTimeout` (duration or 0, default disabled; shared with the other windows).
-`offset` does not exist for sessions and is rejected as an unknown field.
+`offset` does not exist for sessions and is rejected as an unknown field. As in Atlas, the
+inner pipeline must hold a `$group`: a session window of stateless stages only (`$match`,
+`$project`, ...) is refused at `/pipeline` (`invalid_value`).
 
 Two documents of one partition share a session when their timestamps differ by less than
 `gap`; the output window is `[first ts, last ts + gap)` (atlas-semantics.md §3.6). The DLQ
@@ -15,12 +17,14 @@ module has no `OPERATOR_NAME`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
 from pipeline_stages._base import ProblemCode, custom_error, describe
+from pipeline_stages._problems import ErrorList
 from pipeline_stages._windowing.runtime import config as window_config
 from pipeline_stages._windowing.stage_fields import BoundedWindowSpecBase, PositiveDuration
 
@@ -59,6 +63,21 @@ class SessionWindowSpec(BoundedWindowSpecBase):
     gap: PositiveDuration
 
     _simple_partition = field_validator("partition_by")(simple_partition_by)
+
+    @classmethod
+    def _check_raw(cls, raw: Mapping[str, Any], errors: ErrorList) -> None:
+        super()._check_raw(raw, errors)
+        stages = raw.get("pipeline")
+        if not isinstance(stages, list | tuple) or not stages:
+            return  # a missing or empty pipeline has its own error
+        if not any(isinstance(stage, Mapping) and "$group" in stage for stage in stages):
+            errors.add(
+                ("pipeline",),
+                ProblemCode.INVALID_VALUE,
+                "A $sessionWindow pipeline must contain a $group stage (Atlas refuses a session "
+                "window without one)",
+                list(stages),
+            )
 
     def geometry(self) -> SessionGeometry:
         """The window's timing in milliseconds."""

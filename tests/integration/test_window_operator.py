@@ -155,7 +155,9 @@ def test_batch_size_invariance_against_the_reference(kind: str) -> None:
     assert any("GroupOperator with error" in r["errInfo"]["reason"] for r in runs[1][1])
 
 
-@pytest.mark.parametrize("kind", ["tumbling", "hopping", "session", "sliding"])
+# Not sessions: a session window's pipeline must hold a $group (Atlas), so it has no
+# pass-through form; the session transcripts cover its lateness.
+@pytest.mark.parametrize("kind", ["tumbling", "hopping", "sliding"])
 def test_late_union_counted_is_all_inputs(kind: str) -> None:
     steps = [s for s in stream(seed=11) if not isinstance(s, int)]
     stages = pipeline(windows(PASS_THROUGH)[kind])
@@ -164,7 +166,7 @@ def test_late_union_counted_is_all_inputs(kind: str) -> None:
     late = {d["doc"]["id"] for d in dlq if d["errInfo"]["reason"] == "Input document arrived late."}
     inputs = {s["id"] for s in steps} - {100, 101}
     assert (counted | late) - {100, 101} == inputs
-    if kind in ("tumbling", "session"):
+    if kind == "tumbling":
         assert not counted & late  # only hopping and sliding windows have partially late docs
     for doc in map(from_ejson, emitted):
         assert doc["w"] == doc["_stream_meta"]["window"]["start"]

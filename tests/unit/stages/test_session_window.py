@@ -38,6 +38,11 @@ def test_simple_partition_expressions(parse_body, partition_by) -> None:
     assert parse_body(KEY, window(partitionBy=partition_by)).partition_by == partition_by
 
 
+def test_stages_around_the_group_are_accepted(parse_body) -> None:
+    stages = [{"$match": {"a": 1}}, GROUP, {"$project": {"n": 1}}]
+    assert len(parse_body(KEY, window(pipeline=stages)).pipeline) == 3
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -50,6 +55,9 @@ def test_simple_partition_expressions(parse_body, partition_by) -> None:
         (window(gap={"size": 0, "unit": "minute"}), [("greater_than", "/gap/size")]),
         (window(offset={"offsetFromUtc": 1, "unit": "hour"}), [("extra_forbidden", "/offset")]),
         (window(allowedLateness=3), [("invalid_value", "/allowedLateness")]),
+        # Atlas refuses a session window without a $group, even with another blocking stage.
+        (window(pipeline=[{"$match": {"a": 1}}]), [("invalid_value", "/pipeline")]),
+        (window(pipeline=[{"$sort": {"a": 1}}, {"$limit": 2}]), [("invalid_value", "/pipeline")]),
     ],
 )
 def test_invalid(body_problems, body, expected) -> None:
