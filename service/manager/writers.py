@@ -27,9 +27,14 @@ from typing import Any, cast
 
 from bson.errors import BSONError
 
-from pipeline_stages._connectors.sinks.dispatch import SinkWriter, apply_sink, close_sink
+from pipeline_stages._connectors.sinks.dispatch import (
+    SinkWriter,
+    apply_sink,
+    close_sink,
+    sink_requests,
+)
 from pipeline_stages._enrichment.operator_stats import add_operators, request_counts
-from pipeline_stages._stream.batch import DOC_TEXT, BatchResult, SinkRequests
+from pipeline_stages._stream.batch import DOC_TEXT, BatchResult
 from pipeline_stages._stream.outputs import PartitionSink
 from service.manager.stats import LiveStats
 from service.schemas.processors import nesting_depth
@@ -346,8 +351,8 @@ class ProcessorWriter:
             # The sink first: its DLQ records (write errors) are then stored with the others.
             legacy = None if self.writes_summaries else cast("SinkWriter", self.sink)
             unwritten = apply_sink(legacy, batch)
-            requests = getattr(legacy, "requests", None)
-            if isinstance(requests, SinkRequests):  # the sink's own operator stats
+            requests = sink_requests(legacy)
+            if requests is not None:  # the sink's own operator stats
                 batch.operators = add_operators(batch.operators, request_counts(requests))
             sizes = [
                 len(o.doc_json.encode("utf-8", "surrogatepass"))

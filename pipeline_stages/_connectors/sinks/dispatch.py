@@ -23,7 +23,7 @@ from pipeline_stages._connectors.sinks.plans import (
     KafkaEmitPlan,
     MergePlan,
 )
-from pipeline_stages._stream.batch import BatchResult
+from pipeline_stages._stream.batch import BatchResult, SinkRequests
 from pipeline_stages._stream.context import ConnectionInfo
 from pipeline_stages._stream.envelope import KIND_DLQ
 
@@ -133,3 +133,10 @@ def close_sink(sink: object) -> None:
     close = getattr(sink, "close", None)
     if close is not None:
         close()
+
+
+def sink_requests(sink: object) -> SinkRequests | None:
+    """What a per-document request sink (`$https` as the last stage) did in its last write,
+    for its operator's stats; None for every other writer."""
+    requests = getattr(sink, "requests", None)
+    return requests if isinstance(requests, SinkRequests) else None

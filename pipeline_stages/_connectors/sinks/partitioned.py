@@ -35,11 +35,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_stages._connectors.file_paths import PathEscapes, resolve_under
-from pipeline_stages._connectors.sinks.dispatch import SinkResources, build_sink_writer, close_sink
+from pipeline_stages._connectors.sinks.dispatch import (
+    SinkResources,
+    build_sink_writer,
+    close_sink,
+    sink_requests,
+)
 from pipeline_stages._connectors.sinks.file_writer import SUFFIX, batch_file_name
 from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records, sink_record_id
 from pipeline_stages._connectors.sinks.plans import FileEmitPlan, TargetError, resolve_name
-from pipeline_stages._stream.batch import BatchResult, Output, SinkRequests
+from pipeline_stages._stream.batch import BatchResult, Output
 from pipeline_stages._stream.outputs import PartitionOutputs, PartitionWrite
 
 #: The hidden directory, in each target directory, where partitions stage a batch's files.
@@ -196,10 +201,9 @@ class WriterPartitionSink:
             records = writer.write(BatchResult(batch_id=batch_id, outputs=found))
         finally:
             close_sink(writer)
-        requests = getattr(writer, "requests", None)
         return PartitionWrite(
             failures=_paired(found, list(records or []), self.processor),
-            requests=requests if isinstance(requests, SinkRequests) else None,
+            requests=sink_requests(writer),
         )
 
     def publish(self, batch_id: int, staged: list[tuple[str, str]]) -> None:
