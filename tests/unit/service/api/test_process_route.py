@@ -31,11 +31,6 @@ FINITE = [{"$source": {"documents": [{"n": 1}]}}, {"$match": {"n": 1}}]
 
 
 @pytest.fixture
-def engine() -> FakeEngine:
-    return FakeEngine()
-
-
-@pytest.fixture
 def client(tmp_path: Path, engine: FakeEngine) -> Iterator[TestClient]:
     with api_client(tmp_path, engine=engine) as test_client:
         yield test_client

@@ -35,11 +35,6 @@ DIVIDE = "Failed to process input document with error: can't $divide by zero"
 
 
 @pytest.fixture
-def engine() -> FakeEngine:
-    return FakeEngine()
-
-
-@pytest.fixture
 def client(tmp_path: Path, engine: FakeEngine) -> Iterator[TestClient]:
     with api_client(tmp_path, engine=engine) as test_client:
         test_client.post("/api/v1/connections", json={"name": "in1", "type": "HttpIngest"})
