@@ -2,7 +2,7 @@
 
 Definitions and states live in the metadata store; running queries live in `RunTable`
 (`manager.runs`). Every operation on a processor holds that processor's lock, re-reads the
-record, asks the transitions table (`manager.states`) whether the move is legal, and saves
+record (`manager.records`), asks the transitions table (`manager.states`) whether the move is legal, and saves
 the result with the store's compare-and-set. On service start, processors that were
 `STARTED` are restarted from their checkpoints; on shutdown their queries stop cleanly and
 they stay `STARTED` in the store, so the next start resumes them. Until a resumed processor's
@@ -22,14 +22,12 @@ import json
 import logging
 import shutil
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from pipeline_stages._base import Problem
 from service.config.settings import Settings
 from service.errors import (
-    ConcurrentModification,
     EngineUnavailable,
     ProcessorExists,
     ProcessorNotFound,
@@ -40,7 +38,8 @@ from service.manager.build import RunFactory, dlq_option
 from service.manager.checker import DefinitionChecker
 from service.manager.connections import ConnectionRegistry, referenced_connections
 from service.manager.dlq import DlqTargets
-from service.manager.runs import REPLAYING, Run, RunTable
+from service.manager.records import ProcessorRecords, failed
+from service.manager.runs import REPLAYING, RunTable
 from service.manager.states import Action, State, next_state
 from service.manager.stats import LiveStats, utc_now
 from service.manager.validate import (
@@ -52,16 +51,11 @@ from service.runtime.engine import Engine
 from service.schemas.processors import NoDlq, ProcessorCreate, ProcessorModify
 from service.stores import (
     AlreadyExists,
-    Conflict,
-    NotFound,
-    ProcessorError,
     ProcessorRecord,
     Stores,
 )
 
 log = logging.getLogger("sluice.service")
-
-_PAGE = 500
 
 
 class ProcessorManager:
@@ -89,17 +83,17 @@ class ProcessorManager:
             stats=stores.stats,
             input_from_progress=not engine.batch_input_metrics,
         )
-        self._locks: dict[str, threading.RLock] = {}
+        self._records = ProcessorRecords(stores)
         self._guard = threading.Lock()
         #: Processors STARTED when the service started and not resumed yet.
         self._resuming: set[str] = set()
         self.runs = RunTable(
             engine,
             settings,
-            lock_for=self._lock_for,
-            mark_failed=self._mark_failed,
-            persist_stats=self._persist_stats,
-            report_error=self._report_error,
+            lock_for=self._records.lock_for,
+            mark_failed=self._records.mark_failed,
+            persist_stats=self._records.persist_stats,
+            report_error=self._records.report_error,
         )
         engine.set_progress_callback(self.runs.on_progress)
         self.view = ProcessorView(
@@ -114,7 +108,7 @@ class ProcessorManager:
 
     def open(self) -> None:
         """Start the engine (eagerly or when processors must resume) and the supervisor."""
-        started = self._started_records()
+        started = self._records.started()
         with self._guard:
             self._resuming.update(record.id for record in started)
         if self._settings.spark_eager or started:
@@ -125,7 +119,7 @@ class ProcessorManager:
 
     def recover(self) -> None:
         """Restart, from their checkpoints, the processors that were STARTED."""
-        for record in self._started_records():
+        for record in self._records.started():
             with self._guard:
                 self._resuming.add(record.id)
             try:
@@ -135,7 +129,7 @@ class ProcessorManager:
                     self._resuming.discard(record.id)
 
     def _resume(self, record: ProcessorRecord) -> None:
-        with self._lock_for(record.id):
+        with self._records.lock_for(record.id):
             fresh = self._stores.processors.get_by_id(record.id)
             if fresh is None or fresh.state is not State.STARTED or self.runs.get(fresh.id):
                 return
@@ -149,13 +143,13 @@ class ProcessorManager:
                 # processor's fault; it stays STARTED and resumes on a later start.
                 log.error("cannot resume processor %s: %s", fresh.name, error.detail)
             except SluiceError as error:
-                self._save(self._failed(fresh, "resume_failed", error.detail, fresh.stats))
+                self._records.save(failed(fresh, "resume_failed", error.detail, fresh.stats))
 
     def close(self) -> None:
         """Stop every query cleanly (processors stay STARTED) and the engine."""
         self.runs.stop_supervisor()
         for run in self.runs.halt_all():
-            self._persist_stats(run, wait=True)
+            self._records.persist_stats(run, wait=True)
         self.dlq_targets.close()
         self._factory.sink_clients.close()
         self.engine.shutdown()
@@ -186,16 +180,13 @@ class ProcessorManager:
 
     def get(self, name: str) -> ProcessorRecord:
         """The named processor; `ProcessorNotFound` otherwise."""
-        record = self._stores.processors.get(name)
-        if record is None:
-            raise ProcessorNotFound(name)
-        return record
+        return self._records.get(name)
 
     def modify(
         self, name: str, body: ProcessorModify
     ) -> tuple[ProcessorRecord, builtins.list[Problem]]:
         """Change name, pipeline or DLQ of a processor that is not started (§7.4)."""
-        with self._locked(name) as record:
+        with self._records.locked(name) as record:
             next_state(record.name, record.state, Action.MODIFY)
             old_pipeline = json.loads(record.pipeline_json)
             pipeline = body.pipeline if body.pipeline is not None else old_pipeline
@@ -211,7 +202,7 @@ class ProcessorManager:
             resume = body.options.resumeFromCheckpoint
             if resume and body.pipeline is not None and self._factory.checkpoint(record).exists():
                 check_resumable_modify(old_pipeline, definition)
-            updated = self._save(
+            updated = self._records.save(
                 record.evolve(
                     name=new_name,
                     pipeline_json=json.dumps(pipeline),
@@ -225,7 +216,7 @@ class ProcessorManager:
 
     def drop(self, name: str) -> None:
         """Stop (if started) and delete a processor, its checkpoints and its sample buffer."""
-        with self._locked(name) as record:
+        with self._records.locked(name) as record:
             next_state(record.name, record.state, Action.DROP)
             self.runs.halt(record.id)
             if not self._stores.processors.delete(record.name):
@@ -233,29 +224,28 @@ class ProcessorManager:
             self._stores.stats.delete(record.id)
             shutil.rmtree(self._factory.processor_dir(record), ignore_errors=True)
             self._factory.forget(record)
-        with self._guard:
-            self._locks.pop(record.id, None)
+        self._records.forget_lock(record.id)
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, name: str, *, resume: bool = True) -> ProcessorRecord:
         """Start a processor's query (from its checkpoint unless `resume` is false)."""
-        with self._locked(name) as record:
+        with self._records.locked(name) as record:
             next_state(record.name, record.state, Action.START)
             if not resume:
                 shutil.rmtree(self._factory.checkpoint(record), ignore_errors=True)
-                record = self._save(record.evolve(generation=record.generation + 1))
+                record = self._records.save(record.evolve(generation=record.generation + 1))
             definition = self.checker.of_record(record)
             run = self._factory.new_run(record, definition)
             before = record
-            record = self._save(
+            record = self._records.save(
                 record.evolve(state=State.STARTED, error=None, last_state_change=utc_now())
             )
             try:
                 self.runs.launch(run)
             except SluiceError:
-                fresh = self._reload(record)
-                self._save(
+                fresh = self._records.reload(record)
+                self._records.save(
                     fresh.evolve(
                         state=before.state,
                         error=before.error,
@@ -263,15 +253,15 @@ class ProcessorManager:
                     )
                 )
                 raise
-            return self._reload(record)
+            return self._records.reload(record)
 
     def stop(self, name: str) -> ProcessorRecord:
         """Stop a started processor's query (its checkpoint is kept)."""
-        with self._locked(name) as record:
+        with self._records.locked(name) as record:
             next_state(record.name, record.state, Action.STOP)
             run = self.runs.halt(record.id)
             stats = run.stats.to_record() if run is not None else record.stats
-            return self._save(
+            return self._records.save(
                 record.evolve(
                     state=State.STOPPED, error=None, stats=stats, last_state_change=utc_now()
                 )
@@ -302,7 +292,7 @@ class ProcessorManager:
     def users_of(self, connection: str) -> builtins.list[str]:
         """Processors whose pipeline or DLQ names the connection."""
         users = []
-        for record in self._all_records():
+        for record in self._records.all():
             document = {"pipeline": json.loads(record.pipeline_json), "options": record.options}
             if connection in referenced_connections(document):
                 users.append(record.name)
@@ -310,44 +300,7 @@ class ProcessorManager:
 
     def all_records(self) -> builtins.list[ProcessorRecord]:
         """Every processor (for metrics)."""
-        return list(self._all_records())
-
-    # ------------------------------------------------------------------ internals
-
-    def _is_resuming(self, processor_id: str) -> bool:
-        with self._guard:
-            return processor_id in self._resuming
-
-    def _lock_for(self, processor_id: str) -> threading.RLock:
-        with self._guard:
-            return self._locks.setdefault(processor_id, threading.RLock())
-
-    @contextmanager
-    def _locked(self, name: str) -> Iterator[ProcessorRecord]:
-        record = self.get(name)
-        with self._lock_for(record.id):
-            fresh = self._stores.processors.get_by_id(record.id)
-            if fresh is None or fresh.name != name:
-                raise ProcessorNotFound(name)
-            yield fresh
-
-    def _reload(self, record: ProcessorRecord) -> ProcessorRecord:
-        fresh = self._stores.processors.get_by_id(record.id)
-        if fresh is None:
-            raise ProcessorNotFound(record.name)
-        return fresh
-
-    def _save(self, record: ProcessorRecord) -> ProcessorRecord:
-        try:
-            return self._stores.processors.update(record)
-        except Conflict:
-            raise ConcurrentModification(
-                f"processor {record.name!r} was changed concurrently; retry"
-            ) from None
-        except AlreadyExists:
-            raise ProcessorExists(record.name) from None
-        except NotFound:
-            raise ProcessorNotFound(record.name) from None
+        return list(self._records.all())
 
     def validate(
         self, pipeline: builtins.list[Any], dlq: Mapping[str, str] | None
@@ -356,67 +309,8 @@ class ProcessorManager:
         (`DefinitionChecker.validate`)."""
         return self.checker.validate(pipeline, dlq)
 
-    def _failed(
-        self,
-        record: ProcessorRecord,
-        code: str,
-        message: str,
-        stats: Mapping[str, Any],
-        *,
-        retries: int | None = None,
-    ) -> ProcessorRecord:
-        now = utc_now()
-        return record.evolve(
-            state=State.FAILED,
-            error={"code": code, "message": message, "time": now, "retries": retries},
-            stats=dict(stats),
-            last_state_change=now,
-        )
+    # ------------------------------------------------------------------ internals
 
-    def _mark_failed(self, run: Run, code: str, message: str) -> None:
-        with self._lock_for(run.processor_id):
-            record = self._stores.processors.get_by_id(run.processor_id)
-            if record is None or record.state is not State.STARTED:
-                return
-            self._save(
-                self._failed(record, code, message, run.stats.to_record(), retries=run.retries)
-            )
-
-    def _report_error(self, run: Run) -> None:
-        """Record a run's last failure on its STARTED processor as it happens (supervisor)."""
-        error = run.last_error
-        if error is None:
-            return
-        with self._lock_for(run.processor_id):
-            record = self._stores.processors.get_by_id(run.processor_id)
-            if record is None or record.state is not State.STARTED:
-                return
-            stored = ProcessorError(
-                code=error.code, message=error.message, time=error.time, retries=run.retries
-            )
-            self._save(record.evolve(error=stored.model_dump()))
-
-    def _persist_stats(self, run: Run, *, wait: bool = False) -> None:
-        lock = self._lock_for(run.processor_id)
-        if not lock.acquire(blocking=wait):
-            return
-        try:
-            record = self._stores.processors.get_by_id(run.processor_id)
-            if record is not None:
-                self._save(record.evolve(stats=run.stats.to_record()))
-        except SluiceError as error:
-            log.warning("saving stats of %s: %s", run.name, error.detail)
-        finally:
-            lock.release()
-
-    def _all_records(self) -> Iterator[ProcessorRecord]:
-        offset = 0
-        while True:
-            page, total = self._stores.processors.list(offset=offset, limit=_PAGE)
-            yield from page
-            offset += len(page)
-            if not page or offset >= total:
-                return
-
-    def _started_records(self) -> builtins.list[ProcessorRecord]:
-        return [r for r in self._all_records() if r.state is State.STARTED]
+    def _is_resuming(self, processor_id: str) -> bool:
+        with self._guard:
+            return processor_id in self._resuming
