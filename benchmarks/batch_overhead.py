@@ -8,7 +8,10 @@ batch on, so the first batches' start-up is left out):
 
     PYTHONPATH=$PWD python3 benchmarks/batch_overhead.py [--batches 30] [--conf KEY=VALUE ...]
 
-`--conf` sets a Spark SQL setting for both queries (an A/B of a setting is two runs).
+`--conf` sets a Spark SQL setting for both queries (an A/B of a setting is two runs). After each
+query, the last batch's planning is broken down: Spark's planning phases (analysis,
+optimization, physical planning), the optimizer rules that took longest, and the size of the
+physical plan, which is what every micro-batch re-plans.
 """
 
 from __future__ import annotations
@@ -62,6 +65,26 @@ def report(name: str, walls: list[float], progress: list[Any]) -> None:
         print(f"  {key:18s} {statistics.median(values):6.0f} ms  (max {max(values):.0f})")
 
 
+def planning(name: str, query: Any) -> None:
+    """The last batch's planning phases and slowest rules (Spark's `QueryPlanningTracker`)."""
+    execution = query._jsq.streamingQuery().lastExecution()
+    tracker = execution.tracker()
+    phases = tracker.phases()
+    for phase in ("analysis", "optimization", "planning"):
+        summary = phases.get(phase)
+        took = f"{summary.get().durationMs():6d} ms" if summary.isDefined() else "  (not run)"
+        print(f"  {name} {phase:12s} {took}")
+    rules = tracker.topRulesByTime(8)
+    for i in range(rules.size()):
+        rule = rules.apply(i)
+        short = rule._1().rsplit(".", 1)[-1]
+        summary = rule._2()
+        ms = summary.totalTimeNs() / 1e6
+        print(f"    {short:40s} {ms:6.1f} ms over {summary.numInvocations()} runs")
+    plan = execution.executedPlan().toString()
+    print(f"  {name} physical plan: {plan.count(chr(10)) + 1} operators, {len(plan)} characters")
+
+
 def timed(batches: int, run_one: Callable[[int], None]) -> list[float]:
     walls = []
     for i in range(batches):
@@ -81,6 +104,7 @@ def sluice(batches: int) -> None:
 
     walls = timed(batches, run_one)
     report("Sluice", walls, executor.query.recentProgress)
+    planning("Sluice", executor.query)
     stop_active()
 
 
@@ -110,6 +134,7 @@ def native(batches: int) -> None:
 
     walls = timed(batches, run_one)
     report("native", walls, query.recentProgress)
+    planning("native", query)
     query.stop()
 
 
