@@ -59,6 +59,7 @@ def _compile_problems(
         {"early": {"count": 1}, "onlyUpdatedPanes": False},
         {"late": {"count": 1}},
         {**EARLY, "late": {"count": 3}},
+        {**EARLY, "onlyUpdatedPanes": True},
     ],
 )
 @pytest.mark.parametrize("key", list(FIXED))
@@ -77,7 +78,6 @@ def test_count_panes_of_fixed_windows_compile(
     [
         ({"trigger": {"early": {"every": SECOND}}}, "trigger/early/every"),
         ({"trigger": {**EARLY, "late": {"every": SECOND}}}, "trigger/late/every"),
-        ({"trigger": {**EARLY, "onlyUpdatedPanes": True}}, "trigger/onlyUpdatedPanes"),
         ({"trigger": EARLY, "accumulationMode": "accumulatingAndRetracting"}, "accumulationMode"),
         ({"trigger": EARLY, "boundary": "processingTime"}, "trigger"),
     ],

@@ -35,7 +35,12 @@ from pipeline_stages._windowing.runtime.emit import (
 )
 from pipeline_stages._windowing.runtime.inner import InnerRuntime
 from pipeline_stages._windowing.runtime.pane_firing import PaneFirer
-from pipeline_stages._windowing.runtime.panes import FixedPanes, PaneCounts, pane_counts
+from pipeline_stages._windowing.runtime.panes import (
+    FixedPanes,
+    PaneCounts,
+    pane_counts,
+    pane_updated,
+)
 from pipeline_stages._windowing.runtime.values import window_meta
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -53,13 +58,15 @@ class FixedState:
     """Open windows (start -> content) and Atlas's `minWindowStartTime`.
 
     The batch engine saves what a batch changed in it (`batch.state.FixedDelta`): a
-    field added here must be added there too, except `panes`, which only windows with a
-    `trigger` use, and the batch engine refuses those (`spark.compile.refuse_panes`)."""
+    field added here must be added there too, except the `pane*` fields, which only windows
+    with a `trigger` use, and the batch engine refuses those (`spark.panes.pane_spec`)."""
 
     min_open: int = 0
     windows: dict[int, Any] = field(default_factory=dict)
     #: Pane index and count per open window (`runtime.panes`; windows with `trigger` only).
     panes: dict[int, PaneCounts] = field(default_factory=dict)
+    #: Per open window, the groups updated since its previous pane (`onlyUpdatedPanes`).
+    pane_updated: dict[int, set[Any]] = field(default_factory=dict)
 
 
 class FixedWindows:
@@ -82,7 +89,9 @@ class FixedWindows:
             if spec.panes is None
             else FixedPanes(
                 spec.panes,
-                PaneFirer(spec.panes, self.inner, out, state.windows, self.size),
+                PaneFirer(
+                    spec.panes, self.inner, out, state.windows, self.size, pane_updated(state)
+                ),
                 pane_counts(state),
             )
         )

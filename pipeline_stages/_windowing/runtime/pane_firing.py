@@ -3,6 +3,9 @@ panes fire; the rules of record are tests/conformance/reference_panes.py).
 
 * `accumulating`: the window's content so far; `discarding`: the content since the window's
   previous pane, which is emptied after each fired pane;
+* `onlyUpdatedPanes` (accumulating): of the window's content, only the `$group` groups that
+  received a document since the window's previous pane (a window without `$group` is one
+  group). The updated groups per window are kept in `FixedState.pane_updated`;
 * a pane that emits nothing is not fired: it takes no index and changes nothing.
 """
 
@@ -29,6 +32,9 @@ class PaneFirer:
         out: Where results go.
         windows: The open windows' contents (`FixedState.windows`).
         size: The windows' size in ms.
+        updated: Per open window, the groups updated since its previous pane (normalised
+            `$group` keys; None for a window without `$group`), kept with
+            `onlyUpdatedPanes` only (`FixedState.pane_updated`).
     """
 
     def __init__(
@@ -38,12 +44,15 @@ class PaneFirer:
         out: Emitter,
         windows: dict[int, Any],
         size: int,
+        updated: dict[int, set[Any]],
     ) -> None:
         self.spec = spec
         self.inner = inner
         self.out = out
         self.windows = windows
         self.size = size
+        self.only_updated = spec.only_updated and spec.mode != "discarding"
+        self.updated = updated
 
     def admit(
         self,
@@ -52,15 +61,40 @@ class PaneFirer:
         starts: npt.NDArray[np.int64],
         orders: npt.NDArray[np.int64],
     ) -> None:
-        """Fold admitted rows (`rows[i]` into window `starts[i]`)."""
-        self.inner.admit(self.windows, seg, rows, starts, orders)
+        """Fold admitted rows (`rows[i]` into window `starts[i]`), noting the groups they
+        update (`onlyUpdatedPanes`)."""
+        if not self.only_updated or not len(rows):
+            self.inner.admit(self.windows, seg, rows, starts, orders)
+            return
+        if self.inner.group is None:
+            self.inner.admit(self.windows, seg, rows, starts, orders)
+            for start in np.unique(starts).tolist():
+                self.updated.setdefault(start, set()).add(None)
+            return
+        self.inner.touched = set()
+        try:
+            self.inner.admit(self.windows, seg, rows, starts, orders)
+            for start, norm in self.inner.touched:
+                self.updated.setdefault(start, set()).add(norm)
+        finally:
+            self.inner.touched = None
+
+    def content(self, start: int) -> Any:
+        """What the window's next pane runs its inner pipeline over."""
+        content = self.windows[start]
+        if not self.only_updated:
+            return content
+        updated = self.updated.get(start, set())
+        if self.inner.group is None:
+            return content if None in updated else []
+        return {norm: group for norm, group in content.items() if norm in updated}
 
     def fire(self, start: int, timing: str, counts: list[int], *, part: int, seq: int) -> bool:
         """Fire the window's next pane (`counts[0]`: its index), attributed to the source
         position `(seq, part)`; False when it emits nothing (not fired: nothing changes)."""
         before = self.out.results
         self.inner.emit(
-            self.windows[start], start=start, end=start + self.size, part=part, seq=seq,
+            self.content(start), start=start, end=start + self.size, part=part, seq=seq,
             pane={"index": counts[0], "timing": timing},
         )  # fmt: skip
         if self.out.results == before:
@@ -71,9 +105,12 @@ class PaneFirer:
         return True
 
     def forget_since(self, start: int) -> None:
-        """A phase of the window ended: a discarding window drops its content."""
+        """A phase of the window ended (a fired pane, its ON_TIME point): a discarding window
+        drops its content, and no group of it counts as updated any more."""
         if self.spec.mode == "discarding":
             self.windows[start] = self.inner.new_content()
+        self.updated.pop(start, None)
 
     def drop(self, start: int) -> None:
         """The window closed: forget what its panes kept."""
+        self.updated.pop(start, None)

@@ -300,4 +300,13 @@ def pane_counts(state: Any) -> dict[int, PaneCounts]:
     return counts
 
 
-__all__ = ["FixedPanes", "PaneCounts", "document_index", "pane_counts"]
+def pane_updated(state: Any) -> dict[int, set[Any]]:
+    """`state.pane_updated`, added to a state pickled before `onlyUpdatedPanes` was fired."""
+    updated: dict[int, set[Any]] | None = getattr(state, "pane_updated", None)
+    if updated is None:
+        updated = {}
+        state.pane_updated = updated
+    return updated
+
+
+__all__ = ["FixedPanes", "PaneCounts", "document_index", "pane_counts", "pane_updated"]

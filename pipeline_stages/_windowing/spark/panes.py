@@ -2,9 +2,9 @@
 
 The operator fires count-based EARLY panes, the ON_TIME pane, and count-based LATE panes
 (`trigger.late.count`, the Beam model) of tumbling and hopping event-time windows, accumulating
-or discarding (`runtime.panes`). Everything else the parser accepts (`_windowing.triggers`) is
-refused at its path with `unsupported_option`: a window is never run without the panes its
-user asked for.
+(with or without `onlyUpdatedPanes`) or discarding (`runtime.panes`). Everything else the
+parser accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a
+window is never run without the panes its user asked for.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     """The panes the window fires (`C.PaneSpec`; None without `trigger`: Atlas's one result).
 
     The operator fires count-based EARLY and LATE panes and the ON_TIME pane of tumbling and
-    hopping event-time windows, accumulating or discarding (`runtime.panes`). Refused at
-    their paths, never run without the panes their user asked for: `trigger` on session,
-    sliding, global and processing-time windows, `early.every`, `late.every`,
-    `onlyUpdatedPanes: true` and `accumulatingAndRetracting`."""
+    hopping event-time windows, accumulating (`onlyUpdatedPanes` too) or discarding
+    (`runtime.panes`). Refused at their paths, never run without the panes their user asked
+    for: `trigger` on session, sliding, global and processing-time windows, `early.every`,
+    `late.every` and `accumulatingAndRetracting`."""
     trigger = spec.trigger
     if trigger is None:
         return None
@@ -40,8 +40,6 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     if trigger.late is not None and trigger.late.every is not None:
         refusals.append((("trigger", "late", "every"), f"trigger.late.every {not_yet}: "
                          "they fire count-based late panes (late.count)"))  # fmt: skip
-    if trigger.only_updated_panes:
-        refusals.append((("trigger", "onlyUpdatedPanes"), f"onlyUpdatedPanes {not_yet}"))
     mode = spec.accumulation
     if mode not in ("accumulating", "discarding"):
         refusals.append((("accumulationMode",), f"accumulationMode {mode!r} {not_yet}: they "
@@ -54,7 +52,9 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
         return None
     early = trigger.early.count if trigger.early is not None else None
     late = trigger.late.count if trigger.late is not None else None
-    return C.PaneSpec(mode=mode, early_count=early, late_count=late)
+    return C.PaneSpec(
+        mode=mode, early_count=early, late_count=late, only_updated=trigger.only_updated_panes
+    )
 
 
 #: Inner stages after the window's blocking part that pass every document on (one out per one

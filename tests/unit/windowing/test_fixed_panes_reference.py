@@ -28,7 +28,14 @@ SIZE_MS = 10_000
 EPOCH = "2024-01-01T00:00:00.000Z"
 
 #: `(early count, late count, onlyUpdatedPanes)` the operator fires.
-TRIGGERS = [(2, None, False), (None, 1, False), (3, 2, False), (1, 1, False)]
+TRIGGERS = [
+    (2, None, False),
+    (None, 1, False),
+    (3, 2, False),
+    (1, 1, False),
+    (2, None, True),
+    (1, 2, True),
+]
 
 
 def operator_spec(pane: C.PaneSpec, hop_ms: int, lateness_ms: int) -> C.OperatorSpec:
@@ -115,7 +122,7 @@ def test_operator_panes_are_the_reference_models(
     times, keys = stream(rng)
     early, late, only_updated = trigger
     lateness_ms = rng.choice([0, 2_000, 5_000]) if late is None else rng.choice([2_000, 5_000])
-    pane = C.PaneSpec(mode=mode, early_count=early, late_count=late)
+    pane = C.PaneSpec(mode=mode, early_count=early, late_count=late, only_updated=only_updated)
     expected = reference_panes(pane, only_updated, hop_ms, lateness_ms, times, keys)
     op_spec = operator_spec(pane, hop_ms, lateness_ms)
     cuts = sorted(rng.sample(range(1, len(times)), min(3, len(times) - 1)))
