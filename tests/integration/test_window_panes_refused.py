@@ -50,7 +50,7 @@ def _compile_problems(
     return [(p.code, p.path) for p in info.value.problems]
 
 
-@pytest.mark.parametrize("mode", [None, "accumulating", "discarding"])
+@pytest.mark.parametrize("mode", [None, "accumulating", "discarding", "accumulatingAndRetracting"])
 @pytest.mark.parametrize(
     "trigger",
     [
@@ -78,7 +78,6 @@ def test_count_panes_of_fixed_windows_compile(
     [
         ({"trigger": {"early": {"every": SECOND}}}, "trigger/early/every"),
         ({"trigger": {**EARLY, "late": {"every": SECOND}}}, "trigger/late/every"),
-        ({"trigger": EARLY, "accumulationMode": "accumulatingAndRetracting"}, "accumulationMode"),
         ({"trigger": EARLY, "boundary": "processingTime"}, "trigger"),
     ],
 )

@@ -197,7 +197,7 @@ class PaneSpec:
     `only_updated` (`onlyUpdatedPanes`). Compile lets only this subset through
     (`spark.panes.pane_spec`)."""
 
-    mode: str  # "accumulating" | "discarding"
+    mode: str  # "accumulating" | "discarding" | "accumulatingAndRetracting"
     early_count: int | None = None
     late_count: int | None = None
     only_updated: bool = False

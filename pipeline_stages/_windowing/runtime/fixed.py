@@ -34,11 +34,12 @@ from pipeline_stages._windowing.runtime.emit import (
     late_meta,
 )
 from pipeline_stages._windowing.runtime.inner import InnerRuntime
-from pipeline_stages._windowing.runtime.pane_firing import PaneFirer
+from pipeline_stages._windowing.runtime.pane_firing import Emitted, PaneFirer
 from pipeline_stages._windowing.runtime.panes import (
     FixedPanes,
     PaneCounts,
     pane_counts,
+    pane_emitted,
     pane_updated,
 )
 from pipeline_stages._windowing.runtime.values import window_meta
@@ -67,6 +68,8 @@ class FixedState:
     panes: dict[int, PaneCounts] = field(default_factory=dict)
     #: Per open window, the groups updated since its previous pane (`onlyUpdatedPanes`).
     pane_updated: dict[int, set[Any]] = field(default_factory=dict)
+    #: Per open window and output group, its last emission (`accumulatingAndRetracting`).
+    pane_emitted: dict[int, dict[Any, list[Emitted]]] = field(default_factory=dict)
 
 
 class FixedWindows:
@@ -90,8 +93,14 @@ class FixedWindows:
             else FixedPanes(
                 spec.panes,
                 PaneFirer(
-                    spec.panes, self.inner, out, state.windows, self.size, pane_updated(state)
-                ),
+                    spec.panes,
+                    self.inner,
+                    out,
+                    state.windows,
+                    self.size,
+                    pane_updated(state),
+                    pane_emitted(state),
+                ),  # fmt: skip
                 pane_counts(state),
             )
         )

@@ -34,7 +34,13 @@ import numpy.typing as npt
 
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.emit import Segment
-from pipeline_stages._windowing.runtime.pane_firing import EARLY, LATE, ON_TIME, PaneFirer
+from pipeline_stages._windowing.runtime.pane_firing import (
+    EARLY,
+    LATE,
+    ON_TIME,
+    Emitted,
+    PaneFirer,
+)
 
 #: Per window start: `[index of the next pane, documents since the previous pane, 1 once the
 #: ON_TIME pane of the `late` model fired]` (a list, not a dataclass: the state pickles
@@ -309,4 +315,20 @@ def pane_updated(state: Any) -> dict[int, set[Any]]:
     return updated
 
 
-__all__ = ["FixedPanes", "PaneCounts", "document_index", "pane_counts", "pane_updated"]
+def pane_emitted(state: Any) -> dict[int, dict[Any, list[Emitted]]]:
+    """`state.pane_emitted`, added to a state pickled before retractions were fired."""
+    emitted: dict[int, dict[Any, list[Emitted]]] | None = getattr(state, "pane_emitted", None)
+    if emitted is None:
+        emitted = {}
+        state.pane_emitted = emitted
+    return emitted
+
+
+__all__ = [
+    "FixedPanes",
+    "PaneCounts",
+    "document_index",
+    "pane_counts",
+    "pane_emitted",
+    "pane_updated",
+]

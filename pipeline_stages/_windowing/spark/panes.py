@@ -2,8 +2,8 @@
 
 The operator fires count-based EARLY panes, the ON_TIME pane, and count-based LATE panes
 (`trigger.late.count`, the Beam model) of tumbling and hopping event-time windows, accumulating
-(with or without `onlyUpdatedPanes`) or discarding (`runtime.panes`). Everything else the
-parser accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a
+(with or without `onlyUpdatedPanes`), discarding or accumulating and retracting
+(`runtime.panes`, `runtime.pane_firing`). Everything else the parser accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a
 window is never run without the panes its user asked for.
 """
 
@@ -20,10 +20,10 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     """The panes the window fires (`C.PaneSpec`; None without `trigger`: Atlas's one result).
 
     The operator fires count-based EARLY and LATE panes and the ON_TIME pane of tumbling and
-    hopping event-time windows, accumulating (`onlyUpdatedPanes` too) or discarding
-    (`runtime.panes`). Refused at their paths, never run without the panes their user asked
-    for: `trigger` on session, sliding, global and processing-time windows, `early.every`,
-    `late.every` and `accumulatingAndRetracting`."""
+    hopping event-time windows, in every `accumulationMode` (`onlyUpdatedPanes` too;
+    `runtime.panes`). Refused at their paths, never run without the panes their user asked
+    for: `trigger` on session, sliding, global and processing-time windows, `early.every`
+    and `late.every`."""
     trigger = spec.trigger
     if trigger is None:
         return None
@@ -41,9 +41,6 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
         refusals.append((("trigger", "late", "every"), f"trigger.late.every {not_yet}: "
                          "they fire count-based late panes (late.count)"))  # fmt: skip
     mode = spec.accumulation
-    if mode not in ("accumulating", "discarding"):
-        refusals.append((("accumulationMode",), f"accumulationMode {mode!r} {not_yet}: they "
-                         "fire accumulating and discarding panes"))  # fmt: skip
     for loc, message in refusals:
         problems.error(
             join_path(path, key, *loc), ProblemCode.UNSUPPORTED_OPTION, f"{key}: {message}"

@@ -111,7 +111,7 @@ def stream(rng: random.Random) -> tuple[list[int], list[str]]:
     return times, rng.choices("ab", k=n)
 
 
-@pytest.mark.parametrize("mode", ["accumulating", "discarding"])
+@pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
 @pytest.mark.parametrize("trigger", TRIGGERS)
 @pytest.mark.parametrize("hop_ms", [SIZE_MS, 5_000])
 @pytest.mark.parametrize("seed", range(8))
