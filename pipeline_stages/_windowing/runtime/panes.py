@@ -157,7 +157,8 @@ class FixedPanes:
         if self.spec.late_count is None:
             return
         for start in sorted(self.windows):
-            if start + self.size <= watermark and not self.counts[start][ON_TIME_DONE]:
+            counts = self.counts.setdefault(start, [0, 0, 0])
+            if start + self.size <= watermark and not counts[ON_TIME_DONE]:
                 self.reach_end(start, part=part, seq=seq)
 
     def close(self, start: int, content: Any, *, part: int, seq: int) -> None:
