@@ -100,7 +100,7 @@ class FixedWindows:
                     self.size,
                     pane_updated(state),
                     pane_emitted(state),
-                ),  # fmt: skip
+                ),
                 pane_counts(state),
             )
         )
