@@ -2,7 +2,8 @@
 25): on random streams (disorder, late documents, several keys) cut into random
 micro-batches, the operator function (no Spark; every call round-trips the state through its
 pickle, as a restart from the checkpoint does) emits the same panes, in the same order, as
-`tests/conformance/reference_model.py`, for every trigger the operator fires.
+`tests/conformance/reference_model.py`, for every trigger and mode the operator fires. And a
+watermark rise outside a document (partition idleness) fires the ON_TIME pane of `late`.
 """
 
 from __future__ import annotations
@@ -136,3 +137,36 @@ def test_operator_panes_are_the_reference_models(
 
 def _ms(date: str) -> int:
     return int(datetime.fromisoformat(date).timestamp() * 1000)
+
+
+def test_a_watermark_rise_from_partition_idleness_fires_the_on_time_pane() -> None:
+    """With `late`, a rise of the watermark outside a document (a partition turns idle) fires
+    the ON_TIME pane of the windows it reaches; they stay open for LATE panes until Atlas's
+    rule closes them."""
+    base = spec(lateness_ms=5_000, idle_ms=None, partitions=2, partition_idle_timeout_ms=1_000)
+    operator = make_operator(replace(base, panes=C.PaneSpec(mode="accumulating", late_count=1)))
+
+    def call(blob: bytes | None, now_ms: int, batch: pd.DataFrame | None) -> tuple[Any, list[Any]]:
+        state = FakeState(blob, now_ms)
+        frame = pd.concat(list(operator((0,), iter([] if batch is None else [batch]), state)))
+        results = frame[frame["kind"] == KIND_OUTPUT].sort_values(["seq", "part", "sub"])
+        panes = [
+            (int(start), json.loads(meta)["window"]["pane"], json.loads(doc)["n"])
+            for start, doc, meta in zip(
+                results["window_start"], results["doc"], results["meta"], strict=True
+            )
+        ]
+        return state.blob, panes
+
+    # Partition 0 holds the watermark at 0.999 s; partition 1's documents are in [10 s, 20 s).
+    blob, panes = call(None, 1_000_000, rows(0, [1_000, 12_000], ["a", "a"], parts=[0, 1]))
+    assert panes == []
+    blob, panes = call(blob, 1_000_500, rows(2, [12_000], ["b"], parts=[1]))
+    assert panes == []
+    # Partition 0 turns idle (partition 1 not yet): W = 11.999 s >= 10 s, W - 5 s < 10 s:
+    # the ON_TIME pane, and [0, 10) stays open.
+    blob, panes = call(blob, 1_001_200, None)
+    assert panes == [(0, {"index": 0, "timing": "ON_TIME"}, 1)]
+    # A late but allowed document fires a LATE pane.
+    blob, panes = call(blob, 1_001_300, rows(3, [3_000], ["a"], parts=[1]))
+    assert panes == [(0, {"index": 1, "timing": "LATE"}, 2)]
