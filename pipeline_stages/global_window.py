@@ -17,7 +17,8 @@ There is no `interval`, `boundary`, `allowedLateness` or `idleTimeout`: they are
 unknown fields. The DLQ operator of a window is that of the first window-aware operator of its
 inner pipeline, so this module has no `OPERATOR_NAME`.
 
-The window engines do not fire panes yet: `compile` refuses the stage (`unsupported_option`
+The window engines fire panes of tumbling and hopping windows only (`_windowing.spark.panes`),
+not of a global window yet: `compile` refuses the stage (`unsupported_option`
 at `trigger`) until they do.
 """
 
@@ -80,11 +81,11 @@ class GlobalWindowSpec(WindowSpecBase):
 def compile(
     spec: GlobalWindowSpec, frame: StreamFrame, ctx: CompileContext, path: str
 ) -> WindowPlan:  # noqa: A001
-    """Refused until the window engines fire panes (see the module docstring)."""
+    """Refused until the window engines fire global-window panes (see the module docstring)."""
     del spec, frame
     ctx.problems.error(
         join_path(path, KEY, "trigger"),
         ProblemCode.UNSUPPORTED_OPTION,
-        f"{KEY} is not supported by the window engines yet: they do not fire panes",
+        f"{KEY} is not supported by the window engines yet: they fire no global-window panes",
     )
     raise PipelineInvalid(list(ctx.problems.problems), list(ctx.problems.warnings))

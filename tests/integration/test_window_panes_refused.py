@@ -1,6 +1,6 @@
-"""The window engines fire a subset of the pane fields (issue 25): count-based EARLY panes and
-the ON_TIME pane of tumbling and hopping event-time windows, accumulating or discarding, on the
-operator engine. Compile refuses everything else at its path (`unsupported_option`) instead of
+"""The window engines fire a subset of the pane fields (issue 25): count-based EARLY and LATE
+panes and the ON_TIME pane of tumbling and hopping event-time windows, accumulating or
+discarding, on the operator engine. Compile refuses everything else at its path (`unsupported_option`) instead of
 running the window without the panes its user asked for."""
 
 from __future__ import annotations
@@ -50,13 +50,23 @@ def _compile_problems(
     return [(p.code, p.path) for p in info.value.problems]
 
 
-@pytest.mark.parametrize("mode", [None, "accumulating", "discarding"])
-@pytest.mark.parametrize("trigger", [EARLY, {}, {"early": {"count": 1}, "onlyUpdatedPanes": False}])
+@pytest.mark.parametrize("mode", [None, "accumulating", "discarding", "accumulatingAndRetracting"])
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        EARLY,
+        {},
+        {"early": {"count": 1}, "onlyUpdatedPanes": False},
+        {"late": {"count": 1}},
+        {**EARLY, "late": {"count": 3}},
+        {**EARLY, "onlyUpdatedPanes": True},
+    ],
+)
 @pytest.mark.parametrize("key", list(FIXED))
 def test_count_panes_of_fixed_windows_compile(
     spark: Any, key: str, trigger: dict[str, Any], mode: str | None
 ) -> None:
-    body = {**FIXED[key], "trigger": trigger}
+    body = {**FIXED[key], "trigger": trigger, "allowedLateness": SECOND}
     if mode is not None:
         body["accumulationMode"] = mode
     compiled = compile_pipeline(parse_pipeline([SOURCE, {key: body}]), _context(spark))
@@ -67,9 +77,7 @@ def test_count_panes_of_fixed_windows_compile(
     ("fields", "loc"),
     [
         ({"trigger": {"early": {"every": SECOND}}}, "trigger/early/every"),
-        ({"trigger": {**EARLY, "late": {"count": 1}}}, "trigger/late"),
-        ({"trigger": {**EARLY, "onlyUpdatedPanes": True}}, "trigger/onlyUpdatedPanes"),
-        ({"trigger": EARLY, "accumulationMode": "accumulatingAndRetracting"}, "accumulationMode"),
+        ({"trigger": {**EARLY, "late": {"every": SECOND}}}, "trigger/late/every"),
         ({"trigger": EARLY, "boundary": "processingTime"}, "trigger"),
     ],
 )

@@ -11,10 +11,17 @@ Per-document failures (a computed `db`/`coll` that is not a string, a duplicate 
 immutable `_id`, a missing unique index) become DLQ records with operatorName
 `MergeOperator`; the query carries on. Store outages raise, failing the micro-batch, which
 the service retries from the checkpoint.
+
+Retractions (issue 25: results of a window with `accumulationMode:
+"accumulatingAndRetracting"` whose `_stream_meta.window.pane.retraction` is true) are not
+written: the pane that follows a retraction re-emits its group under the same `_id`, which
+replaces the retracted result. A pipeline whose stages after the window remove the stream
+metadata makes retractions indistinguishable from results; they are then written too.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -63,12 +70,14 @@ class MergeWriter:
         self._clock = clock or (lambda: datetime.now(tz=UTC))
 
     def write(self, batch: BatchResult) -> list[dict[str, Any]]:
-        """Merge the batch's outputs; returns DLQ records for the documents not written."""
-        if not batch.outputs:
+        """Merge the batch's outputs but retractions; returns DLQ records for the documents
+        not written."""
+        outputs = [output for output in batch.outputs if not is_retraction(output.doc_json)]
+        if not outputs:
             return []
-        keys = effective_keys(batch.outputs)
+        keys = effective_keys(outputs)
         failures = write_by_collection(
-            batch.outputs,
+            outputs,
             keys,
             db=self.plan.db,
             coll=self.plan.coll,
@@ -77,7 +86,7 @@ class MergeWriter:
             write=self._merge,
         )
         return failure_records(
-            batch.outputs,
+            outputs,
             keys,
             failures,
             operator=self.plan.operator,
@@ -115,3 +124,19 @@ class MergeWriter:
             return
         store.ensure_unique_index(db, coll, list(self.plan.on))
         self._indexed.add((db, coll))
+
+
+def is_retraction(doc_json: str) -> bool:
+    """Whether an output is a pane's retraction: a top-level object (the stream metadata,
+    whatever `streamMetaFieldName` calls it) holds `window.pane.retraction: true`."""
+    if '"retraction"' not in doc_json:  # the common case, without parsing
+        return False
+    doc = json.loads(doc_json)
+    if not isinstance(doc, dict):
+        return False
+    for value in doc.values():
+        window = value.get("window") if isinstance(value, dict) else None
+        pane = window.get("pane") if isinstance(window, dict) else None
+        if isinstance(pane, dict) and pane.get("retraction") is True:
+            return True
+    return False

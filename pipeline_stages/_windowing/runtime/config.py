@@ -190,12 +190,17 @@ class SlidingGeometry:
 
 @dataclass(frozen=True)
 class PaneSpec:
-    """A window's `trigger` and `accumulationMode` as the operator fires them (issue 25): the
-    ON_TIME pane at close, and EARLY panes every `early_count` documents when set. Compile
-    lets only this subset through (`spark.compile.refuse_panes`)."""
+    """A window's `trigger` and `accumulationMode` as the operator fires them (issue 25,
+    `runtime.panes`): EARLY panes every `early_count` documents when set; the ON_TIME pane at
+    close, or with `late_count` (`trigger.late.count`) once the watermark reaches the window's
+    end, then LATE panes every `late_count` documents and a last one at close;
+    `only_updated` (`onlyUpdatedPanes`). Compile lets only this subset through
+    (`spark.panes.pane_spec`)."""
 
-    mode: str  # "accumulating" | "discarding"
+    mode: str  # "accumulating" | "discarding" | "accumulatingAndRetracting"
     early_count: int | None = None
+    late_count: int | None = None
+    only_updated: bool = False
 
 
 @dataclass(frozen=True)

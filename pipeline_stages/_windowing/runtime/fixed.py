@@ -34,8 +34,24 @@ from pipeline_stages._windowing.runtime.emit import (
     late_meta,
 )
 from pipeline_stages._windowing.runtime.inner import InnerRuntime
-from pipeline_stages._windowing.runtime.panes import FixedPanes, PaneCounts, pane_counts
+from pipeline_stages._windowing.runtime.pane_firing import Emitted, PaneFirer
+from pipeline_stages._windowing.runtime.panes import (
+    FixedPanes,
+    PaneCounts,
+    pane_counts,
+    pane_emitted,
+    pane_updated,
+)
 from pipeline_stages._windowing.runtime.values import window_meta
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+#: `FixedPanes.admit`'s arguments for a segment whose documents entered no window (its
+#: watermark changes may still fire ON_TIME panes).
+_NOTHING_ENTERED = (
+    np.zeros((0, 1), dtype=np.int64),
+    np.zeros((0, 1), dtype=bool),
+    (_EMPTY, _EMPTY, _EMPTY),
+)
 
 
 @dataclass
@@ -43,13 +59,17 @@ class FixedState:
     """Open windows (start -> content) and Atlas's `minWindowStartTime`.
 
     The batch engine saves what a batch changed in it (`batch.state.FixedDelta`): a
-    field added here must be added there too, except `panes`, which only windows with a
-    `trigger` use, and the batch engine refuses those (`spark.compile.refuse_panes`)."""
+    field added here must be added there too, except the `pane*` fields, which only windows
+    with a `trigger` use, and the batch engine refuses those (`spark.panes.pane_spec`)."""
 
     min_open: int = 0
     windows: dict[int, Any] = field(default_factory=dict)
     #: Pane index and count per open window (`runtime.panes`; windows with `trigger` only).
     panes: dict[int, PaneCounts] = field(default_factory=dict)
+    #: Per open window, the groups updated since its previous pane (`onlyUpdatedPanes`).
+    pane_updated: dict[int, set[Any]] = field(default_factory=dict)
+    #: Per open window and output group, its last emission (`accumulatingAndRetracting`).
+    pane_emitted: dict[int, dict[Any, list[Emitted]]] = field(default_factory=dict)
 
 
 class FixedWindows:
@@ -71,7 +91,17 @@ class FixedWindows:
             None
             if spec.panes is None
             else FixedPanes(
-                spec.panes, self.inner, out, state.windows, pane_counts(state), self.size
+                spec.panes,
+                PaneFirer(
+                    spec.panes,
+                    self.inner,
+                    out,
+                    state.windows,
+                    self.size,
+                    pane_updated(state),
+                    pane_emitted(state),
+                ),
+                pane_counts(state),
             )
         )
 
@@ -88,7 +118,10 @@ class FixedWindows:
     # ------------------------------------------------------------------ segments
 
     def on_rise(self, watermark: int) -> None:
-        """The watermark rose outside a document (partition idleness): close what is due."""
+        """The watermark rose outside a document (partition idleness): close what is due
+        (with `trigger.late`, first the ON_TIME panes of the windows it reaches)."""
+        if self.panes is not None:
+            self.panes.rise(watermark, part=self.clock.last_part, seq=self.clock.last_seq)
         self.close_through(watermark - self.lateness, self.clock.last_seq, self.clock.last_part)
 
     def segment(
@@ -98,13 +131,19 @@ class FixedWindows:
         seg.emit_failed_before(self.out)
         rows = np.flatnonzero(np.isin(seg.flag, C.ENTERED))
         if len(rows):
-            self._entered(seg, rows, before)
+            self._entered(seg, rows, (before, after))
+        elif self.panes is not None:
+            self.panes.admit(seg, rows, *_NOTHING_ENTERED, watermarks=(before, after))
         adjusted_after = after - self.lateness
         self._close_due(seg, adjusted_after)
 
     def _entered(
-        self, seg: Segment, rows: npt.NDArray[np.int64], before: npt.NDArray[np.int64]
+        self,
+        seg: Segment,
+        rows: npt.NDArray[np.int64],
+        watermarks: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
     ) -> None:
+        before = watermarks[0]
         adjusted = before[seg.pos[rows]] - self.lateness
         min_open = np.maximum.accumulate(
             np.maximum(self.oldest_start(adjusted), self.state.min_open)
@@ -127,7 +166,8 @@ class FixedWindows:
         orders = self.clock.next_order + item_rows
         self.clock.next_order += len(rows)
         if self.panes is not None:
-            self.panes.admit(seg, rows, starts, assigned, item_rows, item_k, orders)
+            items = (item_rows, item_k, orders)
+            self.panes.admit(seg, rows, starts, assigned, items, watermarks=watermarks)
             return
         self.inner.admit(
             self.state.windows, seg, rows[item_rows], starts[item_rows, item_k], orders

@@ -1,9 +1,10 @@
 """Which panes (issue 25) a window's compile lets through to the operator (`C.PaneSpec`).
 
-The operator fires count-based EARLY panes and the ON_TIME pane of tumbling and hopping
-event-time windows, accumulating or discarding (`runtime.panes`). Everything else the parser
-accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a window is
-never run without the panes its user asked for.
+The operator fires count-based EARLY panes, the ON_TIME pane, and count-based LATE panes
+(`trigger.late.count`, the Beam model) of tumbling and hopping event-time windows, accumulating
+(with or without `onlyUpdatedPanes`), discarding or accumulating and retracting
+(`runtime.panes`, `runtime.pane_firing`). Everything else the parser accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a
+window is never run without the panes its user asked for.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from pipeline_stages._windowing.spark.inner import InnerSplit
 def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.PaneSpec | None:
     """The panes the window fires (`C.PaneSpec`; None without `trigger`: Atlas's one result).
 
-    The operator fires count-based EARLY panes and the ON_TIME pane of tumbling and hopping
-    event-time windows, accumulating or discarding (`runtime.panes`). Everything else the
-    parser accepts is refused at its path, never run without the panes its user asked for."""
+    The operator fires count-based EARLY and LATE panes and the ON_TIME pane of tumbling and
+    hopping event-time windows, in every `accumulationMode` (`onlyUpdatedPanes` too;
+    `runtime.panes`). Refused at their paths, never run without the panes their user asked
+    for: `trigger` on session, sliding, global and processing-time windows, `early.every`
+    and `late.every`."""
     trigger = spec.trigger
     if trigger is None:
         return None
@@ -34,15 +37,10 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     if trigger.early is not None and trigger.early.every is not None:
         refusals.append((("trigger", "early", "every"), f"trigger.early.every {not_yet}: "
                          "they fire count-based early panes (early.count)"))  # fmt: skip
-    if trigger.late is not None:
-        refusals.append((("trigger", "late"), f"trigger.late {not_yet}: they fire no LATE "
-                         "panes"))  # fmt: skip
-    if trigger.only_updated_panes:
-        refusals.append((("trigger", "onlyUpdatedPanes"), f"onlyUpdatedPanes {not_yet}"))
+    if trigger.late is not None and trigger.late.every is not None:
+        refusals.append((("trigger", "late", "every"), f"trigger.late.every {not_yet}: "
+                         "they fire count-based late panes (late.count)"))  # fmt: skip
     mode = spec.accumulation
-    if mode not in ("accumulating", "discarding"):
-        refusals.append((("accumulationMode",), f"accumulationMode {mode!r} {not_yet}: they "
-                         "fire accumulating and discarding panes"))  # fmt: skip
     for loc, message in refusals:
         problems.error(
             join_path(path, key, *loc), ProblemCode.UNSUPPORTED_OPTION, f"{key}: {message}"
@@ -50,7 +48,10 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     if refusals:
         return None
     early = trigger.early.count if trigger.early is not None else None
-    return C.PaneSpec(mode=mode, early_count=early)
+    late = trigger.late.count if trigger.late is not None else None
+    return C.PaneSpec(
+        mode=mode, early_count=early, late_count=late, only_updated=trigger.only_updated_panes
+    )
 
 
 #: Inner stages after the window's blocking part that pass every document on (one out per one

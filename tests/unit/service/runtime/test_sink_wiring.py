@@ -79,6 +79,42 @@ def test_processor_writer_merges_and_stores_the_sinks_dlq_records(stores: Stores
     assert stats.snapshot()["dlqMessageCount"] == 1
 
 
+def pane_result(total: int, index: int, *, retraction: bool = False) -> dict[str, Any]:
+    pane: dict[str, Any] = {"index": index, "timing": "EARLY"}
+    if retraction:
+        pane["retraction"] = True
+    return {"_id": "a", "total": total, "_stream_meta": {"window": {"pane": pane}}}
+
+
+def test_merge_writes_no_retraction_but_the_sample_shows_them(stores: Stores) -> None:
+    """Issue 25: a pane's retraction is not written to `$merge` (the re-emission under the
+    same `_id` replaces the retracted result); `$emit` and the sample see every message."""
+    sink = build_run_sink(
+        parse_pipeline(merge_pipeline()), resources(stores), processor="p", run_tag="t"
+    )
+    writer = ProcessorWriter(
+        generation=1,
+        stats=LiveStats(),
+        sample=SampleBuffer(stores.documents, "abc", capacity=10),
+        dlq=DlqWriter(lambda: stores.dlq("d", "dlq"), processor="p", instance="ws"),
+        sink=sink,
+    )
+    writer.write(batch(0, pane_result(1, 0)))
+    writer.write(batch(1, pane_result(1, 1, retraction=True), pane_result(6, 1)))
+    written = stores.documents.find("app", "out")
+    assert [(d["_id"], d["total"], d["_stream_meta"]["window"]["pane"]) for d in written] == [
+        ("a", 6, {"index": 1, "timing": "EARLY"})
+    ]
+    messages, _ = writer.sample.recent(10)
+    assert sorted(
+        (m["total"], "retraction" in m["_stream_meta"]["window"]["pane"]) for m in messages
+    ) == [
+        (1, False),
+        (1, True),
+        (6, False),
+    ]
+
+
 def test_stdout_writer_writes_the_sink_and_prints_only_dlq_records(stores: Stores) -> None:
     parsed = parse_pipeline(
         merge_pipeline(into={"connectionName": "local", "db": "app", "coll": "$c"})
