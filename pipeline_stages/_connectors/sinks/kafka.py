@@ -21,7 +21,8 @@ Delivery is **at-least-once**: `write` returns only once every message is acknow
 (`flush`); a batch that fails (broker unreachable, timeouts) raises, and Spark replays it
 after a restart, sending its messages again. Every message carries headers to deduplicate
 by: `sluice-output-id` (the output's deterministic key, the same on replay),
-`sluice-batch-id` and `sluice-processor`. A message the broker refuses for good (too large,
+`sluice-batch-id` and `sluice-processor`; a window pane's results (issue 25) also carry
+`sluice-pane-index`, `sluice-pane-timing` and `sluice-retraction` (`sinks.panes`). A message the broker refuses for good (too large,
 unknown topic), a key that does not serialise (§3.7) or a `tombstoneWhen` that is not a
 boolean becomes a DLQ record with `operatorName: "EmitOperator"`; the query carries on.
 """
@@ -42,6 +43,7 @@ from pipeline_stages._connectors.sinks.ids import (
     sink_dlq_record,
     write_error_reason,
 )
+from pipeline_stages._connectors.sinks.panes import pane_headers
 from pipeline_stages._connectors.sinks.plans import Name, TargetError, resolve_name
 from pipeline_stages._stream.batch import BatchResult
 
@@ -209,7 +211,8 @@ class KafkaEmitWriter:
 
         common = [(HEADER_PROCESSOR, self._processor.encode()), (HEADER_BATCH_ID, str(batch.batch_id).encode())]  # fmt: skip
         for index, output in enumerate(batch.outputs):
-            headers = [*common, (HEADER_OUTPUT_ID, keys[index].encode())]
+            pane = pane_headers(output.doc_json)
+            headers = [*common, (HEADER_OUTPUT_ID, keys[index].encode()), *pane]
             try:
                 message = self._message(output.doc_json, getattr(output, "target", None), headers)
             except (KF.EmitValueError, TargetError, ValueError) as error:

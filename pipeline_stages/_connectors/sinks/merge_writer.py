@@ -21,13 +21,13 @@ metadata makes retractions indistinguishable from results; they are then written
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_stages._connectors.ports import StoreError
 from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records
+from pipeline_stages._connectors.sinks.panes import is_retraction
 from pipeline_stages._connectors.sinks.plans import MergePlan
 from pipeline_stages._connectors.sinks.targets_grouping import (
     Pending,
@@ -124,19 +124,3 @@ class MergeWriter:
             return
         store.ensure_unique_index(db, coll, list(self.plan.on))
         self._indexed.add((db, coll))
-
-
-def is_retraction(doc_json: str) -> bool:
-    """Whether an output is a pane's retraction: a top-level object (the stream metadata,
-    whatever `streamMetaFieldName` calls it) holds `window.pane.retraction: true`."""
-    if '"retraction"' not in doc_json:  # the common case, without parsing
-        return False
-    doc = json.loads(doc_json)
-    if not isinstance(doc, dict):
-        return False
-    for value in doc.values():
-        window = value.get("window") if isinstance(value, dict) else None
-        pane = window.get("pane") if isinstance(window, dict) else None
-        if isinstance(pane, dict) and pane.get("retraction") is True:
-            return True
-    return False

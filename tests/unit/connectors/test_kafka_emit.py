@@ -17,6 +17,11 @@ from pipeline_stages._connectors.sinks.kafka import (
     KafkaEmitWriter,
     kafka_names,
 )
+from pipeline_stages._connectors.sinks.panes import (
+    HEADER_PANE_INDEX,
+    HEADER_PANE_TIMING,
+    HEADER_RETRACTION,
+)
 from pipeline_stages._stream.batch import BatchResult, Output
 
 CONNECTION = type("Conn", (), {"config": {"bootstrapServers": "h:1"}})()
@@ -200,3 +205,36 @@ def test_output_formats_and_iso_dates() -> None:
         "d": {"$numberDouble": "1.0"},
         "t": "2024-01-01T00:00:00.000Z",
     }
+
+
+def pane_result(index: int, timing: str, *, retraction: bool = False, meta: str = "_stream_meta") -> str:  # fmt: skip
+    pane: dict[str, Any] = {"index": index, "timing": timing}
+    if retraction:
+        pane["retraction"] = True
+    window = {"start": "2024-01-01T00:00:00Z", "end": "2024-01-01T00:00:10Z", "pane": pane}
+    return json.dumps({"_id": "a", "n": 2, meta: {"window": window}})
+
+
+def test_a_panes_results_and_retractions_carry_pane_headers_and_others_none() -> None:
+    w, made = writer({"topic": "out"})
+    outputs = [
+        Output(pane_result(0, "EARLY"), "early"),
+        Output(pane_result(1, "ON_TIME", retraction=True), "retract"),
+        Output(pane_result(1, "ON_TIME", meta="origin"), "on-time"),
+        Output('{"_id": "a", "pane": 3}', "plain"),
+    ]
+    assert w.write(BatchResult(batch_id=1, outputs=outputs)) == []
+    (producer,) = made
+    sent = [dict(m["headers"]) for m in producer.sent]
+    panes = [
+        (h.get(HEADER_PANE_INDEX), h.get(HEADER_PANE_TIMING), h.get(HEADER_RETRACTION))
+        for h in sent
+    ]
+    assert panes == [
+        (b"0", b"EARLY", b"false"),
+        (b"1", b"ON_TIME", b"true"),
+        (b"1", b"ON_TIME", b"false"),
+        (None, None, None),
+    ]
+    # Every pane and retraction is sent, each under its own output id.
+    assert [h[HEADER_OUTPUT_ID] for h in sent] == [b"early", b"retract", b"on-time", b"plain"]
