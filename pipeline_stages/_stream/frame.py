@@ -85,8 +85,12 @@ def filter_rows(df: DataFrame, keep: Column) -> DataFrame:
     of memory planning a one-operator `$match`). A projection holding a non-deterministic
     column is a barrier pushdown does not cross, so the filter evaluates the materialised
     columns instead of their definitions.
+
+    The barrier is `spark_partition_id()`, not `rand(seed)`: Structured Streaming gives every
+    random seed a new value each micro-batch, and the seed is a literal in the generated code,
+    so a `rand` barrier made Spark compile that code again (Janino) in every batch.
     """
-    fenced = df.withColumns({"__keep__": keep, _BARRIER: F.rand(0)})
+    fenced = df.withColumns({"__keep__": keep, _BARRIER: F.spark_partition_id()})
     # The filter must reference the barrier (in a way the optimizer cannot fold away), or
     # column pruning removes it first.
     kept = fenced.where(F.col("__keep__") & (F.col(_BARRIER) >= 0))
