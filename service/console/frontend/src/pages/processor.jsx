@@ -53,9 +53,11 @@ function Actions({ p, reload }) {
   };
   return (
     <div class="actions">
-      <button data-testid="start" onClick={() => act("start", () => api(`${path}:start`, { method: "POST" }))}>
-        Start
-      </button>
+      {!p.ephemeral && (
+        <button data-testid="start" onClick={() => act("start", () => api(`${path}:start`, { method: "POST" }))}>
+          Start
+        </button>
+      )}
       <button data-testid="stop" onClick={() => act("stop", () => api(`${path}:stop`, { method: "POST" }))}>
         Stop
       </button>
@@ -100,6 +102,7 @@ export function Processor({ name }) {
     <>
       <h1>
         {p.name} <span class={`state state-${p.state}`} data-testid="processor-state">{p.state}</span>
+        {p.ephemeral && <small data-testid="ephemeral"> ephemeral (sluice process; stops with its client)</small>}
       </h1>
       {error && <p class="error">{error.message}</p>}
       <Actions p={p} reload={reload} />
