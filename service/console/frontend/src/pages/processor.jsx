@@ -126,10 +126,10 @@ export function Processor({ name }) {
       <JsonView value={p.pipeline} base="/pipeline" problems={shown} testid="pipeline" />
       <h2>Operators</h2>
       <table>
-        <thead><tr><th>Operator</th><th>Input</th><th>DLQ</th></tr></thead>
+        <thead><tr><th>Operator</th><th>Input</th><th>Output</th><th>DLQ</th></tr></thead>
         <tbody>
           {(stats.operatorStats || []).map((op) => (
-            <tr><td>{op.name}</td><td>{op.inputMessageCount ?? NO_DATA}</td><td>{op.dlqMessageCount}</td></tr>
+            <tr data-testid={`operator-${op.name}`}><td>{op.name}</td><td>{op.inputMessageCount ?? NO_DATA}</td><td>{op.outputMessageCount ?? NO_DATA}</td><td>{op.dlqMessageCount}</td></tr>
           ))}
         </tbody>
       </table>
