@@ -196,6 +196,10 @@ def create_app(
         version=_version(),
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        # Served by `system.schema_router` behind the API key; no /docs or /redoc (see there).
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = services
     install_handlers(app)
@@ -206,6 +210,7 @@ def create_app(
     app.include_router(api)
     app.include_router(system.health_router)
     app.include_router(system.metrics_router)
+    app.include_router(system.schema_router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app
 

@@ -72,6 +72,16 @@ def observe_operator(
     return df.observe(f"{METRIC_PREFIX}{operator}:{path}", *aggregates)
 
 
+def observe_count(df: Any, *, operator: str, path: str, healthy: Any, counter: str) -> Any:
+    """`df` observed with its healthy documents counted as the operator's `counter`
+    (`inputMessageCount` on a stage's input frame, `outputMessageCount` on its output): the
+    counts of the stages that count nothing themselves (`$match`, `$addFields`, ...)."""
+    from pyspark.sql import functions as F
+
+    total = F.coalesce(F.sum(F.when(healthy, 1).otherwise(0)), F.lit(0)).alias(counter)
+    return df.observe(f"{METRIC_PREFIX}{operator}:{path}:{counter}", total)
+
+
 def latency_buckets(latencies_ms: Iterable[float]) -> list[int]:
     """Latencies counted per bucket, as `observe_operator` counts them in Spark: bucket `i`
     holds `(LATENCY_BOUNDS_MS[i - 1], LATENCY_BOUNDS_MS[i]]`, the last one what is above."""

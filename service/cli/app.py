@@ -180,7 +180,7 @@ def serve(
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error.")] = "info",
 ) -> None:
-    """Run the Sluice service (REST API on /api/v1, OpenAPI on /docs) until SIGTERM/SIGINT."""
+    """Run the Sluice service (REST API on /api/v1, OpenAPI on /openapi.json) until SIGTERM/SIGINT."""
     import uvicorn
 
     from service.main import MAX_REQUEST_HEAD_BYTES, create_app

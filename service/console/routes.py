@@ -8,8 +8,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from service.api import present
-from service.api.deps import ManagerDep, ProcessorName
+from service.api.deps import EphemeralDep, ManagerDep, ProcessorName
+from service.api.routes.processors import running
 from service.console.history import StatsHistory
+from service.errors import ProcessorNotFound
 
 router = APIRouter(prefix="/processors", tags=["processors"])
 
@@ -56,14 +58,19 @@ HistoryDep = Annotated[StatsHistory, Depends(get_history)]
 def get_stats_history(
     name: ProcessorName,
     manager: ManagerDep,
+    ephemeral: EphemeralDep,
     history: HistoryDep,
     last: Annotated[int | None, Query(ge=1, le=10_000, description="Newest N points only.")] = None,
 ) -> dict[str, Any]:
     """Recent stats samples with rates and event-time lag (the console's live charts)."""
-    record = manager.get(name)
-    points = history.points(record.name)
+    try:
+        stored = manager.get(name).name
+    except ProcessorNotFound as missing:
+        # An ephemeral processor is not sampled (it lives for one `sluice process` run).
+        stored = running(name, ephemeral, missing).name
+    points = history.points(stored)
     return {
-        "name": record.name,
+        "name": stored,
         "intervalSeconds": history.interval_seconds,
         "points": points[-last:] if last else points,
     }

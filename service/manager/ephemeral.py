@@ -25,6 +25,7 @@ import json
 import logging
 import secrets
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,6 +52,9 @@ NAME_PREFIX = "process-"
 #: How long `close` waits for a cancelled run to stop its query.
 STOP_TIMEOUT_SECONDS = 60.0
 EXIT_FAILED = 1
+
+#: Output lines an ephemeral processor keeps for the console's sample (`GET .../sample`).
+SAMPLE_SIZE = 100
 
 #: Receives one NDJSON frame (a line with its newline), or None after the last one.
 Emit = Callable[[str | None], None]
@@ -91,6 +95,8 @@ class EphemeralRun:
     outputs: int = 0
     dlq: int = 0
     thread: threading.Thread | None = None
+    #: The newest `out` frames (their JSON text), for `sample`.
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=SAMPLE_SIZE))
 
     def count(self, frame: str) -> None:
         """Count an `out` frame: a DLQ record or an output document."""
@@ -98,25 +104,34 @@ class EphemeralRun:
             self.dlq += 1
         else:
             self.outputs += 1
+        self.recent.append(frame)
 
-    def public(self) -> dict[str, Any]:
-        """`ProcessorPublic` of a running ephemeral processor."""
-        stats = {
+    def stats(self) -> dict[str, Any]:
+        """`ProcessorStats` of the run: what its output stream tells (no query progress)."""
+        return {
             "name": self.name,
             "processorId": self.name,
-            "status": "running",
+            "status": "stopping" if self.cancel.is_set() else "running",
             "outputMessageCount": self.outputs,
             "dlqMessageCount": self.dlq,
             "lastStateChange": self.created_at.isoformat(),
         }
+
+    def sample(self, limit: int) -> list[dict[str, Any]]:
+        """The newest `limit` output documents and DLQ messages, oldest first."""
+        frames = list(self.recent)[-limit:]
+        return [json.loads(frame)["out"] for frame in frames]
+
+    def public(self) -> dict[str, Any]:
+        """`ProcessorPublic` of a running ephemeral processor."""
         return {
             "_id": self.name,
             "name": self.name,
             "pipeline": self.pipeline,
             "options": {},
-            "state": "STARTED",
+            "state": "STOPPED" if self.cancel.is_set() else "STARTED",
             "error": None,
-            "stats": stats,
+            "stats": self.stats(),
             "createdAt": self.created_at,
             "lastStateChange": self.created_at,
             "warnings": [],
@@ -146,6 +161,11 @@ class EphemeralRuns:
         """The running ephemeral processors, oldest first."""
         with self._guard:
             return sorted(self._runs.values(), key=lambda run: run.created_at)
+
+    def get(self, name: str) -> EphemeralRun | None:
+        """The running ephemeral processor of that name, if any."""
+        with self._guard:
+            return self._runs.get(name)
 
     def prepare(self, body: PipelineProcess) -> EphemeralRun:
         """Check the pipeline as `create` does without Spark (`PipelineRejected`, 422), and

@@ -28,10 +28,13 @@ Where the numbers come from:
   unknown, not zero);
 * `dlqByReason` / `dlqByOperator`: the DLQ records' `errInfo.reason` / `operatorName`, counted
   in the ledger with the batch; `eventTimeLagSeconds`: now − watermark, when it is read;
-* per-operator output (`operatorStats[].outputMessageCount`, verbose): known for the source
-  (records read), the window's first inner operator (the window results, counted from its
-  stats rows) and the last operator (documents written; for `$https` as the sink, the requests
-  answered 2xx); omitted for the others.
+* per-operator input and output (`operatorStats[]`, verbose): for the source (records read),
+  the window's first inner operator (the window results, counted from its stats rows), the
+  last operator (documents written; for `$https` as the sink, the requests answered 2xx), the
+  enrichment stages (above), and the stages between source and window or sink (`$match`,
+  `$addFields`, ...: the healthy documents entering and leaving them, observed with the batch
+  by the plan, `pipeline_stages._engine.plan`); omitted for stages inside a window and after
+  a batch-engine window.
 """
 
 from __future__ import annotations

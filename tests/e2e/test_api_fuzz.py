@@ -121,8 +121,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
         running.cleanup()
 
 
-def fuzz_command(url: str, report: Path, *, max_examples: int = MAX_EXAMPLES) -> list[str]:
-    """The fuzzer's command line against `url` (the key comes from the environment)."""
+def fuzz_command(
+    url: str, schema: Path, report: Path, *, max_examples: int = MAX_EXAMPLES
+) -> list[str]:
+    """The fuzzer's command line against `url` with the service's OpenAPI document saved in
+    `schema` (the document needs the key: fetching it here keeps the key out of the
+    fuzzer's own headers, which its auth checks vary; the key comes from the environment)."""
     return [
         sys.executable,
         "-m",
@@ -130,7 +134,9 @@ def fuzz_command(url: str, report: Path, *, max_examples: int = MAX_EXAMPLES) ->
         "--config-file",
         str(CONFIG),
         "run",
-        f"{url}/openapi.json",
+        str(schema),
+        "--url",
+        url,
         "--checks",
         "all",
         # Replaced by their copies with one exemption each (api_fuzz_hooks.py).
@@ -152,6 +158,20 @@ def fuzz_command(url: str, report: Path, *, max_examples: int = MAX_EXAMPLES) ->
         "--report-ndjson-path",
         str(report),
     ]
+
+
+def _auth(service: ServiceProcess) -> dict[str, str]:
+    """The bearer header: the OpenAPI document needs the key like the API does."""
+    return {"Authorization": f"Bearer {service.api_key}"}
+
+
+def _saved_schema(service: ServiceProcess, directory: Path) -> Path:
+    """The service's OpenAPI document, fetched with the key, in a file for the fuzzer."""
+    response = httpx.get(f"{service.url}/openapi.json", headers=_auth(service))
+    assert response.status_code == 200, response.text
+    path = directory / "openapi.json"
+    path.write_bytes(response.content)
+    return path
 
 
 def fuzz_env(api_key: str, calls: Path) -> dict[str, str]:
@@ -179,7 +199,7 @@ def test_the_longest_url_the_document_allows_gets_the_apis_answer(
 ) -> None:
     """Found by the fuzzer: a DLQ `reason` as long as documented, in four-byte characters,
     made a URL past uvicorn's 16 KiB head limit, and uvicorn answered a plain-text 400."""
-    spec = httpx.get(f"{service.url}/openapi.json").json()
+    spec = httpx.get(f"{service.url}/openapi.json", headers=_auth(service)).json()
     parameters = spec["paths"]["/api/v1/processors/{name}/dlq"]["get"]["parameters"]
     longest = {
         p["name"]: max(s.get("maxLength", 0) for s in p["schema"]["anyOf"])
@@ -198,7 +218,7 @@ def test_the_longest_url_the_document_allows_gets_the_apis_answer(
 def test_the_real_service_passes_every_fuzz_check(service: ServiceProcess, tmp_path: Path) -> None:
     calls = tmp_path / "calls.txt"
     run = subprocess.run(
-        fuzz_command(service.url, tmp_path / "fuzz.ndjson"),
+        fuzz_command(service.url, _saved_schema(service, tmp_path), tmp_path / "fuzz.ndjson"),
         env=fuzz_env(service.api_key, calls),
         cwd=tmp_path,  # the fuzzer keeps its cache in the working directory
         capture_output=True,
@@ -211,13 +231,13 @@ def test_the_real_service_passes_every_fuzz_check(service: ServiceProcess, tmp_p
     generated = re.search(r"(\d+) generated, (\d+) passed", output)
     assert generated is not None and generated[1] == generated[2], output[-3000:]
     # Every operation the document has was called (a route added later counts itself in).
-    spec = httpx.get(f"{service.url}/openapi.json").json()
+    spec = httpx.get(f"{service.url}/openapi.json", headers=_auth(service)).json()
     operations = sum(len(methods) for methods in spec["paths"].values())
     assert f"Tested: {operations}" in output, output[-3000:]
     assert "failure" not in output.split("SUMMARY")[-1]
 
     found = calls_by_operation(calls)
-    spec = httpx.get(f"{service.url}/openapi.json").json()
+    spec = httpx.get(f"{service.url}/openapi.json", headers=_auth(service)).json()
     operations = {f"{m.upper()} {path}" for path, ops in spec["paths"].items() for m in ops}
     assert operations <= {operation for operation, _ in found}, "an operation was never called"
     assert not [key for key in found if key[1] >= 500]

@@ -300,6 +300,74 @@ def test_connections_are_listed_without_secrets_and_created(page: Page) -> None:
     page.screenshot("connections")
 
 
+class ProcessStream:
+    """`sluice process` through the service (`POST /pipelines:process`) held open in a thread:
+    the ephemeral processor lives while the stream is read."""
+
+    def __init__(self, service: ServiceProcess, pipeline: list[dict[str, Any]]) -> None:
+        self.frames: list[dict[str, Any]] = []
+        self.started = threading.Event()
+        self.ended = threading.Event()
+        self._client = service.http()
+        self._pipeline = pipeline
+        self._thread = threading.Thread(target=self._read, daemon=True)
+
+    def __enter__(self) -> ProcessStream:
+        self._thread.start()
+        assert self.started.wait(120), f"no started frame: {self.frames}"
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._client.close()
+        self._thread.join(timeout=60)
+
+    @property
+    def name(self) -> str:
+        return str(self.frames[0]["started"]["name"])
+
+    def _read(self) -> None:
+        body = {"pipeline": self._pipeline, "maxSeconds": 300}
+        try:
+            with self._client.stream("POST", "/api/v1/pipelines:process", json=body) as response:
+                for line in response.iter_lines():
+                    self.frames.append(json.loads(line))
+                    self.started.set()
+        finally:
+            self.started.set()
+            self.ended.set()
+
+
+def test_an_ephemeral_processor_opens_shows_its_output_and_stops(
+    page: Page, service: ServiceProcess
+) -> None:
+    pipeline = [
+        {"$source": {"connectionName": "sample_stream_solar"}},
+        {"$addFields": {"seen": True}},
+    ]
+    with ProcessStream(service, pipeline) as stream:
+        name = stream.name
+        assert name.startswith("process-")
+        page.open("#/processors")
+        row = page.testid(f"processor-row-{name}", timeout=60)
+        row.find_element(By.LINK_TEXT, name).click()
+        page.until(lambda: page.text_of("processor-state") == "STARTED", timeout=30, what="STARTED")
+        assert "ephemeral" in page.text_of("ephemeral")
+        assert page.text_of("start") == ""  # an ephemeral processor cannot be restarted
+        sample = page.until(
+            lambda: _known(page.text_of("output-sample"), needle='"seen"'),
+            timeout=120,
+            what="the ephemeral processor's output",
+        )
+        assert '"device_id"' in sample
+        page.screenshot("ephemeral")
+        page.testid("stop").click()
+        assert stream.ended.wait(60), "stopping in the console did not end the stream"
+    assert "exit" in stream.frames[-1], stream.frames[-3:]
+    assert any("out" in frame for frame in stream.frames)
+    with service.http() as client:
+        assert client.get(f"/api/v1/processors/{name}").status_code == 404  # it left the list
+
+
 def test_screenshots_were_written(page: Page) -> None:
     names = sorted(p.stem for p in Path(page.shots).glob("*.png"))
     assert {"login", "processors", "processor", "dlq", "create", "connections"} <= set(names)

@@ -72,7 +72,9 @@ def lines(stdout: str) -> list[Any]:
 
 def test_every_route_except_healthz_needs_an_api_key(svc: Running) -> None:
     service = svc.current
-    spec = httpx.get(f"{service.url}/openapi.json").json()
+    assert httpx.get(f"{service.url}/openapi.json").status_code == 401
+    with service.http() as client:
+        spec = client.get("/openapi.json").json()
     checked = 0
     for path, operations in spec["paths"].items():
         url = service.url + path.replace("{name}", "p1").replace("{connectionName}", "c1")

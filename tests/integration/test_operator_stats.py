@@ -250,3 +250,29 @@ def test_lookup_after_a_window_on_the_batch_engine_reports_the_window_results(
     # Every window result went through the lookup, once: none from the open window.
     assert lookup["inputMessageCount"] == lookup["outputMessageCount"] == recorder.documents
     assert lookup["latencyMs"]["samples"] >= 1
+
+
+def test_stages_between_source_and_sink_report_their_input_and_output(
+    spark: Any, tmp_path: Path
+) -> None:
+    """`$match` and `$addFields` count nothing themselves: the plan counts the healthy
+    documents that enter and leave them (issue 27: they reported neither)."""
+    docs = [{"i": i, "d": 0 if i in (2, 5) else 1} for i in range(9)]
+    pipeline = [
+        {"$source": {"documents": docs, "config": {"batchSize": 3}}},
+        {"$match": {"i": {"$lt": 7}}},  # 7 of 9 pass
+        {"$addFields": {"r": {"$divide": [1, "$d"]}}},  # i = 2 and 5 go to the DLQ
+        {"$project": {"i": 1, "r": 1}},
+    ]
+    operators, recorder = _operators(spark, tmp_path, pipeline, 7)
+    passed = sum(1 for doc in docs if doc["i"] < 7)
+    failed = sum(1 for doc in docs if doc["i"] < 7 and doc["d"] == 0)
+    match = operators["MatchOperator"]
+    assert (match["inputMessageCount"], match["outputMessageCount"]) == (len(docs), passed)
+    add_fields = operators["AddFieldsOperator"]
+    assert add_fields["inputMessageCount"] == passed
+    assert add_fields["outputMessageCount"] == passed - failed
+    assert add_fields["dlqMessageCount"] == recorder.dlq == failed
+    project = operators["ProjectOperator"]
+    assert project["inputMessageCount"] == project["outputMessageCount"] == recorder.documents
+    assert "latencyMs" not in match  # no latency is measured for them

@@ -9,6 +9,8 @@ from pydantic import AfterValidator
 
 from service.api import present
 from service.api.deps import BY_NAME, EphemeralDep, ManagerDep, ProcessorName
+from service.errors import ProcessorNotFound
+from service.manager.ephemeral import EphemeralRun, EphemeralRuns
 from service.schemas.processors import (
     ProcessorCreate,
     ProcessorModify,
@@ -26,6 +28,15 @@ def _scale(value: int) -> int:
     if value not in (1, 1024):
         raise ValueError("scale must be 1 (bytes) or 1024 (KiB)")
     return value
+
+
+def running(name: str, ephemeral: EphemeralRuns, missing: ProcessorNotFound) -> EphemeralRun:
+    """The ephemeral processor `name` (`sluice process` on this service), which the by-name
+    routes answer for when no stored processor has that name; `missing` otherwise."""
+    run = ephemeral.get(name)
+    if run is None:
+        raise missing
+    return run
 
 
 @router.post(
@@ -57,9 +68,14 @@ def list_processors(
 
 
 @router.get(BY_NAME, response_model=ProcessorPublic, responses=present.errors(404))
-def get_processor(name: ProcessorName, manager: ManagerDep) -> dict[str, Any]:
-    """One processor with its state and stats."""
-    return present.processor(manager, manager.get(name))
+def get_processor(
+    name: ProcessorName, manager: ManagerDep, ephemeral: EphemeralDep
+) -> dict[str, Any]:
+    """One processor with its state and stats (a running ephemeral one too)."""
+    try:
+        return present.processor(manager, manager.get(name))
+    except ProcessorNotFound as missing:
+        return running(name, ephemeral, missing).public()
 
 
 @router.patch(BY_NAME, response_model=ProcessorPublic, responses=present.errors(404, 409, 503))
@@ -72,9 +88,13 @@ def modify_processor(
 
 
 @router.delete(BY_NAME, status_code=204, response_class=Response, responses=present.errors(404))
-def delete_processor(name: ProcessorName, manager: ManagerDep) -> Response:
-    """Stop (if started) and delete a processor with its checkpoints and state."""
-    manager.drop(name)
+def delete_processor(name: ProcessorName, manager: ManagerDep, ephemeral: EphemeralDep) -> Response:
+    """Stop (if started) and delete a processor with its checkpoints and state; an ephemeral
+    one is stopped, which ends its client's stream, and leaves the list."""
+    try:
+        manager.drop(name)
+    except ProcessorNotFound as missing:
+        running(name, ephemeral, missing).cancel.set()
     return Response(status_code=204)
 
 
@@ -92,15 +112,24 @@ def start_processor(
 
 
 @router.post("/{name}:stop", response_model=ProcessorPublic, responses=present.errors(404, 409))
-def stop_processor(name: ProcessorName, manager: ManagerDep) -> dict[str, Any]:
-    """Stop a STARTED (or acknowledge a FAILED) processor; its checkpoint is kept."""
-    return present.processor(manager, manager.stop(name))
+def stop_processor(
+    name: ProcessorName, manager: ManagerDep, ephemeral: EphemeralDep
+) -> dict[str, Any]:
+    """Stop a STARTED (or acknowledge a FAILED) processor; its checkpoint is kept. An
+    ephemeral one is stopped as if its client had disconnected."""
+    try:
+        return present.processor(manager, manager.stop(name))
+    except ProcessorNotFound as missing:
+        run = running(name, ephemeral, missing)
+        run.cancel.set()
+        return run.public()
 
 
 @router.get("/{name}/stats", response_model=ProcessorStats, responses=present.errors(404))
 def get_stats(
     name: ProcessorName,
     manager: ManagerDep,
+    ephemeral: EphemeralDep,
     verbose: bool = False,
     scale: Annotated[
         int,
@@ -108,17 +137,27 @@ def get_stats(
         AfterValidator(_scale),
     ] = 1,
 ) -> dict[str, Any]:
-    """Atlas's stats; `verbose` adds per-operator stats and the last micro-batch."""
-    return manager.stats(manager.get(name), verbose=verbose, scale=scale)
+    """Atlas's stats; `verbose` adds per-operator stats and the last micro-batch. An
+    ephemeral processor reports the counts of its output stream only."""
+    try:
+        record = manager.get(name)
+    except ProcessorNotFound as missing:
+        return running(name, ephemeral, missing).stats()
+    return manager.stats(record, verbose=verbose, scale=scale)
 
 
 @router.get("/{name}/sample", response_model=SampleMessages, responses=present.errors(404))
 def get_sample(
     name: ProcessorName,
     manager: ManagerDep,
+    ephemeral: EphemeralDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
     after: Annotated[str | None, Query(pattern=r"^\d{1,18}\.\d{1,18}\.\d{1,18}$")] = None,
 ) -> dict[str, Any]:
-    """Recent output documents and DLQ messages (`{_dlqMessage: ...}`), oldest first."""
-    messages, cursor = manager.sample(name, limit=limit, after=after)
+    """Recent output documents and DLQ messages (`{_dlqMessage: ...}`), oldest first (an
+    ephemeral processor's newest ones, without a cursor)."""
+    try:
+        messages, cursor = manager.sample(name, limit=limit, after=after)
+    except ProcessorNotFound as missing:
+        return {"messages": running(name, ephemeral, missing).sample(limit), "cursorId": None}
     return {"messages": messages, "cursorId": cursor}

@@ -1,12 +1,20 @@
-"""`/healthz` (no API key) and `/metrics` (Prometheus text)."""
+"""`/healthz` (no API key), `/metrics` (Prometheus text) and `/openapi.json` (API key).
+
+The OpenAPI document needs the key like every other route that says something about this
+service (its routes, its version): only `/healthz`, the console's page and its static assets
+are served without one. The interactive `/docs` and `/redoc` pages are not served: they load
+their scripts from a CDN and a browser cannot send a bearer header when it opens a page; the
+console at `/` is the interactive front-end, and the document is
+`curl -H "Authorization: Bearer $KEY" URL/openapi.json`.
+"""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import PlainTextResponse
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from service.api import present
@@ -21,6 +29,13 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 health_router = APIRouter(tags=["system"])
 metrics_router = APIRouter(tags=["system"], dependencies=[Depends(require_api_key)])
+schema_router = APIRouter(dependencies=[Depends(require_api_key)])
+
+
+@schema_router.get("/openapi.json", include_in_schema=False)
+async def openapi_document(request: Request) -> JSONResponse:
+    """The OpenAPI document (FastAPI builds it once and caches it on the app)."""
+    return JSONResponse(request.app.openapi())
 
 
 @health_router.get("/healthz", response_model=Health)

@@ -35,7 +35,9 @@ APP = create_app(
     engine=FakeEngine(),
     stores=open_stores(data_dir=_DATA),
 )
-SCHEMA = schemathesis.openapi.from_asgi("/openapi.json", APP)
+SCHEMA = schemathesis.openapi.from_asgi(
+    "/openapi.json", APP, headers={"Authorization": f"Bearer {KEY}"}
+)
 
 
 @schemathesis.serializer("application/x-ndjson")

@@ -84,7 +84,9 @@ def test_a_running_ephemeral_processor_is_listed_and_stopped_with_its_stream(
         assert page["totalCount"] == 2 and [p["name"] for p in page["results"]] == ["p1"]
         page = client.get("/api/v1/processors", params={"itemsPerPage": 1, "pageNum": 2})
         assert [p["name"] for p in page.json()["results"]] == [name]
-        assert client.get(f"/api/v1/processors/{name}").status_code == 404
+        opened = client.get(f"/api/v1/processors/{name}")
+        assert opened.status_code == 200, opened.text
+        assert (opened.json()["state"], opened.json()["ephemeral"]) == ("STARTED", True)
         state = CliState(http=client, stdout=Console(width=200, soft_wrap=True))
         listing = CliRunner().invoke(app, ["processors", "list"], obj=state)
         assert f"{name} (ephemeral)" in listing.output and "p1 (ephemeral)" not in listing.output
@@ -95,6 +97,46 @@ def test_a_running_ephemeral_processor_is_listed_and_stopped_with_its_stream(
     while ephemeral(client) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert ephemeral(client) == []
+
+
+def test_an_ephemeral_processor_opens_by_name_as_the_console_does(
+    client: TestClient, engine: FakeEngine
+) -> None:
+    endless = [{"$source": {"connectionName": "sample_stream_solar"}}]
+    with client.stream("POST", ROUTE, json={"pipeline": endless}) as response:
+        lines = response.iter_lines()
+        name = json.loads(next(lines))["started"]["name"]
+        next(lines)  # the fake run's one output line
+        path = f"/api/v1/processors/{name}"
+        stats = client.get(f"{path}/stats", params={"verbose": True})
+        assert stats.status_code == 200, stats.text
+        assert (stats.json()["name"], stats.json()["outputMessageCount"]) == (name, 1)
+        sample = client.get(f"{path}/sample", params={"limit": 5})
+        assert sample.json() == {"messages": [{"waiting": name}], "cursorId": None}
+        history = client.get(f"{path}/stats/history")
+        assert history.status_code == 200 and history.json()["name"] == name
+        assert client.post(f"{path}:start").status_code == 404  # never restarted
+        stopped = client.post(f"{path}:stop")
+        assert stopped.status_code == 200 and stopped.json()["state"] == "STOPPED"
+        (request,) = engine.processes
+        assert request.cancel.is_set()
+        rest = [json.loads(line) for line in lines]
+    assert rest[-1] == {"exit": 1}  # cancelled, as a disconnected client cancels it
+    assert client.get(path).status_code == 404
+    assert client.delete(path).status_code == 404
+    assert client.get(f"{path}/stats").status_code == 404
+
+
+def test_dropping_an_ephemeral_processor_stops_its_run(
+    client: TestClient, engine: FakeEngine
+) -> None:
+    endless = [{"$source": {"connectionName": "sample_stream_solar"}}]
+    with client.stream("POST", ROUTE, json={"pipeline": endless}) as response:
+        lines = response.iter_lines()
+        name = json.loads(next(lines))["started"]["name"]
+        assert client.delete(f"/api/v1/processors/{name}").status_code == 204
+        assert [json.loads(line) for line in lines][-1] == {"exit": 1}
+    assert engine.processes[-1].cancel.is_set()
 
 
 def test_a_key_is_required(client: TestClient) -> None:

@@ -63,8 +63,22 @@ def test_the_page_and_its_assets_are_public_and_the_api_is_not(client: TestClien
     assert client.get("/api/v1/processors/p1/stats/history").status_code == 401
 
 
+def test_the_api_document_needs_the_key_and_no_docs_page_is_served(client: TestClient) -> None:
+    refused = client.get("/openapi.json")
+    assert refused.status_code == 401 and refused.json()["errorCode"] == "UNAUTHORIZED"
+    assert client.get("/openapi.json", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    document = client.get("/openapi.json", headers=AUTH)
+    assert document.status_code == 200
+    assert "/api/v1/processors" in document.json()["paths"]
+    assert "/openapi.json" not in document.json()["paths"]
+    # The interactive pages loaded their scripts from a CDN and could not send the key.
+    for page in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        assert client.get(page).status_code == 404, page
+        assert client.get(page, headers=AUTH).status_code == 404, page
+
+
 def test_history_route_is_documented_and_404s_for_unknown_processors(client: TestClient) -> None:
-    paths = client.get("/openapi.json").json()["paths"]
+    paths = client.get("/openapi.json", headers=AUTH).json()["paths"]
     route = paths["/api/v1/processors/{name}/stats/history"]["get"]
     assert route["operationId"] == "processors-get_stats_history"
     missing = client.get("/api/v1/processors/nope/stats/history", headers=AUTH)

@@ -53,9 +53,11 @@ function Actions({ p, reload }) {
   };
   return (
     <div class="actions">
-      <button data-testid="start" onClick={() => act("start", () => api(`${path}:start`, { method: "POST" }))}>
-        Start
-      </button>
+      {!p.ephemeral && (
+        <button data-testid="start" onClick={() => act("start", () => api(`${path}:start`, { method: "POST" }))}>
+          Start
+        </button>
+      )}
       <button data-testid="stop" onClick={() => act("stop", () => api(`${path}:stop`, { method: "POST" }))}>
         Stop
       </button>
@@ -100,6 +102,7 @@ export function Processor({ name }) {
     <>
       <h1>
         {p.name} <span class={`state state-${p.state}`} data-testid="processor-state">{p.state}</span>
+        {p.ephemeral && <small data-testid="ephemeral"> ephemeral (sluice process; stops with its client)</small>}
       </h1>
       {error && <p class="error">{error.message}</p>}
       <Actions p={p} reload={reload} />
@@ -123,10 +126,10 @@ export function Processor({ name }) {
       <JsonView value={p.pipeline} base="/pipeline" problems={shown} testid="pipeline" />
       <h2>Operators</h2>
       <table>
-        <thead><tr><th>Operator</th><th>Input</th><th>DLQ</th></tr></thead>
+        <thead><tr><th>Operator</th><th>Input</th><th>Output</th><th>DLQ</th></tr></thead>
         <tbody>
           {(stats.operatorStats || []).map((op) => (
-            <tr><td>{op.name}</td><td>{op.inputMessageCount ?? NO_DATA}</td><td>{op.dlqMessageCount}</td></tr>
+            <tr data-testid={`operator-${op.name}`}><td>{op.name}</td><td>{op.inputMessageCount ?? NO_DATA}</td><td>{op.outputMessageCount ?? NO_DATA}</td><td>{op.dlqMessageCount}</td></tr>
           ))}
         </tbody>
       </table>
