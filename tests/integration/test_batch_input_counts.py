@@ -105,7 +105,9 @@ def test_every_batch_carries_the_input_counts_spark_reports_for_it(
     }
     assert reported, "no progress reported observed metrics"
     for batch_id, metrics in reported.items():
-        assert writer.input.get(batch_id) == {
+        # The batch's input may also carry the stages' operator counts (tested elsewhere).
+        received = writer.input.get(batch_id) or {}
+        assert {key: received.get(key) for key in ("count", "bytes")} == {
             "count": metrics["count"],
             "bytes": metrics["bytes"],
         }, (batch_id, writer.input, reported)
