@@ -155,18 +155,28 @@ def validate(
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     seconds: Annotated[float, typer.Option("--seconds", help="How long to run the demo.")] = 60.0,
     data_dir: Annotated[
         str | None, typer.Option("--data-dir", help="Keep the demo's data here (default: temp).")
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Run the service on embedded defaults with a processor on the sample solar stream.
 
-    Output documents and DLQ records are printed as they arrive, one JSON object per line.
+    Window results and DLQ records are shown as they arrive in a live table (one JSON object
+    per line with --json); progress and a closing summary go to stderr.
     """
     from service.cli.demo import run_demo
 
-    raise typer.Exit(run_demo(seconds=seconds, out=sys.stdout, err=sys.stderr, data_dir=data_dir))
+    code = run_demo(
+        seconds=seconds,
+        out=sys.stdout,
+        err=sys.stderr,
+        data_dir=data_dir,
+        as_json=wants_json(ctx, as_json),
+    )
+    raise typer.Exit(code)
 
 
 @app.command()

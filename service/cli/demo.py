@@ -4,8 +4,8 @@ The demo starts the service on embedded defaults (SQLite, a fresh data directory
 generated API key, a free loopback port), creates a processor on `sample_stream_solar`
 (a tumbling-window `$group` per panel group, invalid readings to the DLQ, results merged
 into the built-in `local` connection: the embedded store, no MongoDB needed), starts it, and
-prints every output document and DLQ message as it arrives, one JSON object per line,
-for `--seconds` counted from the first result. Then it drops the processor and stops the
+shows every output document and DLQ message as it arrives (a live table, or one JSON
+object per line with `--json`: `demo_view.py`) for `--seconds` counted from the first result. Then it drops the processor and stops the
 service.
 
 Standard error says what the demo is waiting for ("starting Spark…", when the first window
@@ -15,7 +15,6 @@ is one line saying what failed, never a Python stack trace.
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import tempfile
@@ -27,6 +26,7 @@ from typing import Any, TextIO
 import uvicorn
 
 from service.cli.client import ApiError, SluiceClient, Target, http_client
+from service.cli.demo_view import DemoView, view
 from service.config.settings import Settings
 
 DEMO_PROCESSOR = "solar_demo"
@@ -111,11 +111,19 @@ class EmbeddedServer:
         self._thread.join(timeout)
 
 
-def run_demo(*, seconds: float, out: TextIO, err: TextIO, data_dir: str | None = None) -> int:
+def run_demo(
+    *,
+    seconds: float,
+    out: TextIO,
+    err: TextIO,
+    data_dir: str | None = None,
+    as_json: bool = False,
+) -> int:
     """Run the demo (see the module docstring); returns the exit code."""
     directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="sluice-demo-"))
     server: EmbeddedServer | None = None
     client: SluiceClient | None = None
+    shown: DemoView | None = None
     try:
         server, client = _start(directory, err)
         _wait_for_spark(client, err)
@@ -125,11 +133,17 @@ def run_demo(*, seconds: float, out: TextIO, err: TextIO, data_dir: str | None =
             "sluice demo: processor started; the first 5 s window closes once the stream's "
             "event time passes its end + 1 s of allowed lateness\n"
         )
-        if not _follow(client, seconds=seconds, out=out, err=err):
+        shown = view(out, as_json=as_json)
+        if not _follow(client, seconds=seconds, shown=shown, err=err):
             return 1
+        shown.close()
+        shown = None
         _summary(client, err)
         return 0
     except KeyboardInterrupt:
+        if shown is not None:
+            shown.close()
+            shown = None
         if client is not None:
             _summary(client, err)
         return 130
@@ -141,6 +155,8 @@ def run_demo(*, seconds: float, out: TextIO, err: TextIO, data_dir: str | None =
         err.write(f"sluice demo: failed: {type(error).__name__}: {first_line}\n")
         return 1
     finally:
+        if shown is not None:
+            shown.close()
         _cleanup(client, server)
         if data_dir is None:
             shutil.rmtree(directory, ignore_errors=True)
@@ -179,7 +195,7 @@ def _wait_for_spark(client: SluiceClient, err: TextIO) -> None:
     raise ApiError(503, {"errorCode": "ENGINE_UNAVAILABLE", "detail": "Spark did not start"})
 
 
-def _follow(client: SluiceClient, *, seconds: float, out: TextIO, err: TextIO) -> bool:
+def _follow(client: SluiceClient, *, seconds: float, shown: DemoView, err: TextIO) -> bool:
     """Print messages for `seconds` from the first one; False when none came in time."""
     waited = time.monotonic()
     deadline: float | None = None
@@ -187,8 +203,7 @@ def _follow(client: SluiceClient, *, seconds: float, out: TextIO, err: TextIO) -
     while deadline is None or time.monotonic() < deadline:
         body = client.sample(DEMO_PROCESSOR, limit=1000, after=cursor)
         for message in body["messages"]:
-            out.write(json.dumps(message) + "\n")
-        out.flush()
+            shown.show(message)
         cursor = body.get("cursorId") or cursor
         if deadline is None and body["messages"]:
             err.write(
