@@ -25,6 +25,7 @@ from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.operator import make_operator
 from tests.unit.windowing.group_state import FakeState
+from tests.unit.windowing.pane_runs import pane_results
 from tests.unit.windowing.test_idle_wake import rows, spec
 
 SIZE_MS = 10_000
@@ -42,23 +43,10 @@ def pane_spec(mode: str, count: int | None, hop_ms: int, lateness_ms: int) -> C.
 def run(op_spec: C.OperatorSpec, times: list[int], keys: list[str], cuts: list[int]) -> list[Any]:
     """Feed the documents in calls cut at `cuts`; the results `(window start, pane, key, n)`
     in emission order."""
-    operator = make_operator(op_spec)
-    blob, out = None, []
-    bounds = [0, *cuts, len(times)]
-    for n, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        if lo == hi:
-            continue
-        state = FakeState(blob, 1_000_000 + n)
-        frame = pd.concat(list(operator((0,), iter([rows(lo, times[lo:hi], keys[lo:hi])]), state)))
-        blob = state.blob
-        results = frame[frame["kind"] == KIND_OUTPUT].sort_values(["seq", "part", "sub"])
-        for start, doc, meta in zip(
-            results["window_start"], results["doc"], results["meta"], strict=True
-        ):
-            pane = json.loads(meta)["window"]["pane"]
-            value = json.loads(doc)
-            out.append((int(start), pane["index"], pane["timing"], value["_id"], value["n"]))
-    return out
+    return [
+        (start, pane["index"], pane["timing"], value["_id"], value["n"])
+        for start, pane, value in pane_results(op_spec, times, keys, cuts)
+    ]
 
 
 def stream(rng: random.Random) -> tuple[list[int], list[str]]:

@@ -23,6 +23,7 @@ from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.operator import make_operator
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.unit.windowing.group_state import FakeState
+from tests.unit.windowing.pane_runs import pane_results
 from tests.unit.windowing.test_idle_wake import rows, spec
 
 SIZE_MS = 10_000
@@ -49,23 +50,10 @@ def operator_panes(
     op_spec: C.OperatorSpec, times: list[int], keys: list[str], cuts: list[int]
 ) -> list[Any]:
     """`(window start, pane, key, n)` per result, in emission order."""
-    operator = make_operator(op_spec)
-    blob, out = None, []
-    bounds = [0, *cuts, len(times)]
-    for n, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        if lo == hi:
-            continue
-        state = FakeState(blob, 1_000_000 + n)
-        frame = pd.concat(list(operator((0,), iter([rows(lo, times[lo:hi], keys[lo:hi])]), state)))
-        blob = state.blob
-        results = frame[frame["kind"] == KIND_OUTPUT].sort_values(["seq", "part", "sub"])
-        for start, doc, meta in zip(
-            results["window_start"], results["doc"], results["meta"], strict=True
-        ):
-            pane = json.loads(meta)["window"]["pane"]
-            value = json.loads(doc)
-            assert value["_stream_meta"]["window"]["pane"] == pane
-            out.append((int(start), pane, value["_id"], value["n"]))
+    out = []
+    for start, pane, value in pane_results(op_spec, times, keys, cuts):
+        assert value["_stream_meta"]["window"]["pane"] == pane
+        out.append((start, pane, value["_id"], value["n"]))
     return out
 
 

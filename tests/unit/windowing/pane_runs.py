@@ -1,0 +1,37 @@
+"""Driving the window operator function over documents fed in calls, for the pane tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from pipeline_stages._stream.frame import KIND_OUTPUT
+from pipeline_stages._windowing.runtime import config as C
+from pipeline_stages._windowing.runtime.operator import make_operator
+from tests.unit.windowing.group_state import FakeState
+from tests.unit.windowing.test_idle_wake import rows
+
+
+def pane_results(
+    op_spec: C.OperatorSpec, times: list[int], keys: list[str], cuts: list[int]
+) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+    """Feed the documents in calls cut at `cuts`, the state pickled between calls; the
+    results `(window start, pane of the result's metadata, result document)` in emission
+    order."""
+    operator = make_operator(op_spec)
+    blob, out = None, []
+    bounds = [0, *cuts, len(times)]
+    for n, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        if lo == hi:
+            continue
+        state = FakeState(blob, 1_000_000 + n)
+        frame = pd.concat(list(operator((0,), iter([rows(lo, times[lo:hi], keys[lo:hi])]), state)))
+        blob = state.blob
+        results = frame[frame["kind"] == KIND_OUTPUT].sort_values(["seq", "part", "sub"])
+        for start, doc, meta in zip(
+            results["window_start"], results["doc"], results["meta"], strict=True
+        ):
+            out.append((int(start), json.loads(meta)["window"]["pane"], json.loads(doc)))
+    return out
