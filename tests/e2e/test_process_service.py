@@ -136,9 +136,10 @@ def test_an_ephemeral_processor_is_listed_and_gone_when_its_client_is_killed(
         entry = next(p for p in listed["results"] if p["name"] == name)
         assert entry["state"] == "STARTED" and entry["stats"]["outputMessageCount"] >= 1
         assert listed["totalCount"] == len(listed["results"])
-        # Never stored: not there by name, and nothing persisted to resume on a restart.
+        # Opens by name while it runs (the console's processor page), marked ephemeral.
         with service.http() as http:
-            assert http.get(f"/api/v1/processors/{name}").status_code == 404
+            by_name = http.get(f"/api/v1/processors/{name}")
+        assert by_name.status_code == 200 and by_name.json()["ephemeral"] is True
 
         os.killpg(client.pid, signal.SIGKILL)
         client.wait(timeout=30)
@@ -147,6 +148,9 @@ def test_an_ephemeral_processor_is_listed_and_gone_when_its_client_is_killed(
             timeout=120,
             message=f"{name} still listed after its client was killed",
         )
+        # Never stored: gone by name too, nothing left to resume on a restart.
+        with service.http() as http:
+            assert http.get(f"/api/v1/processors/{name}").status_code == 404
     finally:
         if client.poll() is None:
             os.killpg(client.pid, signal.SIGKILL)
