@@ -87,15 +87,18 @@ def replace_root(new_root: Any, scope: Scope, path: str, problems: ProblemCollec
 
     result = compile_expression(new_root, scope, path, problems)
     value = scope.bind(result.value)
-    kind = scope.bind(K.kind_of(value))
+    if result.static_kind == "object":
+        return Expr(value=value, error=result.error)
+    # The type tag only for the message: a plain-object test is one cast, `kind_of` per
+    # document costs several (it was bound for every document before).
     not_object = F.concat(
         F.lit("'newRoot' expression must evaluate to an object, but resulting value was: "),
         F.coalesce(F.to_json(value), F.lit("MISSING")),
         F.lit(". Type of resulting value: '"),
-        kind,
+        K.kind_of(value),
         F.lit("'."),
     )
-    error = F.when(kind != "object", not_object)
+    error = F.when(~K.is_plain_object(value), not_object)
     return Expr(value=value, error=first_error(result.error, error))
 
 
