@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.conformance.harness import Executor
 from tests.conformance.test_properties import SETTINGS, doc, ms, pipeline, run
-from tests.conformance.test_transcripts import EXECUTORS
+from tests.conformance.transcript_cases import EXECUTORS
 
 GROUP = [{"$group": {"_id": "$k", "ids": {"$push": "$id"}, "n": {"$count": {}}}}]
 MODES = ("accumulating", "discarding", "accumulatingAndRetracting")

@@ -21,7 +21,7 @@ from pipeline_stages._documents.ejson import from_ejson
 from pipeline_stages._documents.values import to_datetime_ms, to_epoch_ms
 from pipeline_stages._windowing.geometry import WindowGeometry
 from tests.conformance.harness import Executor
-from tests.conformance.test_transcripts import EXECUTORS
+from tests.conformance.transcript_cases import EXECUTORS
 
 BASE_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 PASS_THROUGH = [{"$addFields": {"w": {"$meta": "stream.window.start"}}}]
