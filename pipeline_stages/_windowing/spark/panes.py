@@ -35,10 +35,10 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     if kind not in ("fixed", "session"):
         refusals.append((("trigger",), f"trigger {not_yet} on {key}: only $tumblingWindow, "
                          "$hoppingWindow and $sessionWindow fire panes"))  # fmt: skip
-    elif kind == "session":
-        refusals += _session_refusals(trigger, key, not_yet)
     elif not spec.event_time:
         refusals.append((("trigger",), f"trigger {not_yet} on processing-time windows"))
+    elif kind == "session":
+        refusals += _session_refusals(trigger, key, not_yet)
     if trigger.early is not None and trigger.early.every is not None:
         refusals.append((("trigger", "early", "every"), f"trigger.early.every {not_yet}: "
                          "they fire count-based early panes (early.count)"))  # fmt: skip
@@ -46,7 +46,10 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
         refusals.append((("trigger", "late", "every"), f"trigger.late.every {not_yet}: "
                          "they fire count-based late panes (late.count)"))  # fmt: skip
     mode = spec.accumulation
-    for loc, message in refusals:
+    first: dict[tuple[str, ...], str] = {}
+    for loc, message in refusals:  # one problem per field: the first reason
+        first.setdefault(loc, message)
+    for loc, message in first.items():
         problems.error(
             join_path(path, key, *loc), ProblemCode.UNSUPPORTED_OPTION, f"{key}: {message}"
         )
