@@ -20,10 +20,12 @@ def pane_results(
     keys: list[str],
     cuts: list[int],
     partitions: list[str] | None = None,
+    doc_texts: list[str] | None = None,
 ) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
     """Feed the documents in calls cut at `cuts`, the state pickled between calls; the
     results `(window start, pane of the result's metadata, result document)` in emission
-    order. `partitions`: the documents' `partitionBy` values (default: their keys)."""
+    order. `partitions`: the documents' `partitionBy` values (default: their keys);
+    `doc_texts`: their JSON, for a window that buffers documents."""
     operator = make_operator(op_spec)
     blob, out = None, []
     bounds = [0, *cuts, len(times)]
@@ -34,6 +36,8 @@ def pane_results(
         batch = rows(lo, times[lo:hi], keys[lo:hi])
         if partitions is not None:
             batch[C.PKEY] = [f'"{p}"' for p in partitions[lo:hi]]
+        if doc_texts is not None:
+            batch[C.DOCJ] = doc_texts[lo:hi]
         frame = pd.concat(list(operator((0,), iter([batch]), state)))
         blob = state.blob
         results = frame[frame["kind"] == KIND_OUTPUT].sort_values(["seq", "part", "sub"])

@@ -8,6 +8,7 @@ panes and retractions, in the same order and in the same windows, as
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 from datetime import datetime
@@ -124,3 +125,56 @@ def test_the_streams_merge_sessions_and_retract() -> None:
             fresh = next((r for r in results[at:] if not r[3].get("retraction")), (None, None))
             merged += bool(meta.get("retraction")) and (start, end) != fresh[:2]
     assert merged > 10
+
+
+def _sorted_results(
+    pane: C.PaneSpec, docs: tuple[list[int], list[str], list[str]], cuts: list[int]
+) -> list[Any]:
+    """The operator's `(start, pane, i)` per result of a session window whose inner pipeline
+    is `$sort: {i: -1}` (buffered documents, not `$group` groups)."""
+    times, keys, parts = docs
+    base = spec(kind="session", hop_ms=GAP_MS, lateness_ms=2_000, idle_ms=None)
+    inner = C.InnerPlan(sort=(("i", -1),), needs_doc=True, first_operator="SortOperator")
+    op_spec = replace(base, inner=inner, panes=pane)
+    texts = [json.dumps({"i": i, "k": k}) for i, k in enumerate(keys)]
+    results = pane_results(op_spec, times, keys, cuts, partitions=parts, doc_texts=texts)
+    return [(start, meta_pane, value["i"]) for start, meta_pane, value in results]
+
+
+@pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
+@pytest.mark.parametrize("seed", range(6))
+def test_session_panes_of_buffered_documents_are_the_reference_models(mode: str, seed: int) -> None:
+    """Without `$group`, a pane holds documents; they have no `_id`, so they are one group
+    (every earlier one is retracted before a pane)."""
+    rng = random.Random(seed)
+    docs = stream(rng)
+    pane = C.PaneSpec(mode=mode, early_count=2)
+    window = {
+        "partitionBy": "$p",
+        "gap": {"size": GAP_MS, "unit": "ms"},
+        "allowedLateness": {"size": 2_000, "unit": "ms"},
+        "trigger": {"early": {"count": 2}},
+        "accumulationMode": mode,
+        "pipeline": [{"$sort": {"i": -1}}],
+    }
+    executor = ReferenceExecutor()
+    executor.start([{"$source": {"timeField": "$t"}}, {"$sessionWindow": window}])
+    executor.feed(
+        [
+            {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p, "i": i}
+            for i, (t, k, p) in enumerate(zip(*docs, strict=True))
+        ]
+    )
+    emitted, _ = executor.drain()
+    expected = [
+        (
+            _ms(d["_stream_meta"]["window"]["start"]["$date"]),
+            d["_stream_meta"]["window"]["pane"],
+            d["i"],
+        )
+        for d in emitted
+    ]
+    n = len(docs[0])
+    for at in ([], list(range(1, n))):
+        assert _sorted_results(pane, docs, at) == expected, f"cuts {at}"
+    assert expected
