@@ -147,11 +147,12 @@ def test_the_batch_engine_refuses_session_panes(spark: Any) -> None:
 
 
 def test_a_session_pane_that_a_match_may_empty_is_refused(spark: Any) -> None:
-    """A session window without a blocking stage runs its stages after the operator, where a
-    `$match` could empty a pane that was already fired."""
-    body = {**KEYED["$sessionWindow"], "trigger": EARLY, "pipeline": [{"$match": {"k": 1}}]}
+    """A `$match` after the session's `$group` runs in Spark after the operator, where it
+    could empty a pane that was already fired."""
+    pipeline = [GROUP, {"$match": {"n": 2}}]
+    body = {**KEYED["$sessionWindow"], "trigger": EARLY, "pipeline": pipeline}
     assert _compile_problems(spark, {"$sessionWindow": body}) == [
-        ("unsupported_option", "/pipeline/1/$sessionWindow/pipeline/0/$match")
+        ("unsupported_option", "/pipeline/1/$sessionWindow/pipeline/1/$match")
     ]
 
 

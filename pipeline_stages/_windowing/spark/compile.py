@@ -167,13 +167,13 @@ def compile_window(
     problems = ctx.problems
     panes = pane_spec(spec, path, key, problems, kind=kind)
     split = split_inner(inner_stages(spec, path, key), problems)
+    if panes is not None:
+        refuse_dropping_suffix(split, key, problems)
     if kind != "fixed" and not split.blocking:
         # A session/sliding window is only known when it closes, and a window without a
         # blocking stage is stateless inside: run it all on the emitted documents, where the
         # window is known (its errors then reach the DLQ at close, as for the other stages).
         split = InnerSplit(prefix=(), blocking=(), suffix=split.prefix)
-    if panes is not None:
-        refuse_dropping_suffix(split, key, problems)
     first = split.blocking[0] if split.blocking else None
     group_stage = first if first is not None and first.key in ("$group", "$count") else None
     per_document = [*split.prefix, *([group_stage] if group_stage else [])]
