@@ -18,10 +18,10 @@ state and decides when its panes fire:
 * **ON_TIME**: when the session closes by Atlas's rule; it is its last pane. Compile refuses
   `trigger.late` and `every` on sessions (`spark.panes`).
 
-Each pane folds its content from the session's members (all of them, or with `discarding`
-those since the previous pane, after which the others are dropped), so an accumulating pane
-costs time linear in the window's documents, not in the documents since its previous pane as
-the fixed windows' incremental folds do.
+A session's content is folded as its documents arrive, as a fixed window's is, and moves to
+the new window when a document extends the session; when sessions merge, the new window folds
+its content from the members at its next pane (the members are kept for that, or with
+`discarding` those since the previous pane).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipeline_stages._windowing.runtime import config as C
+from pipeline_stages._windowing.runtime.blocking import fold
 from pipeline_stages._windowing.runtime.emit import Emitter
 from pipeline_stages._windowing.runtime.inner import InnerRuntime
 from pipeline_stages._windowing.runtime.keyed import Member, member_content
@@ -59,6 +60,9 @@ class SessionPane:
     emitted: dict[Any, list[Emitted]] = field(default_factory=dict)
     #: Results of merged-away windows to retract before the next pane: `(start, end, result)`.
     pending: list[tuple[int, int, Emitted]] = field(default_factory=list)
+    #: The folded content of the pane's members (all, or since the previous pane when
+    #: discarding); None: to fold from them at the next pane (after a merge of sessions).
+    content: Any = None
 
 
 class _SessionFirer(PaneFirer):
@@ -91,6 +95,8 @@ class SessionPanes:
     def new_window(self, session: Session, olds: list[Session]) -> None:
         """`session` is a new window that absorbs the windows of `olds` (merged away)."""
         pane = SessionPane()
+        if len(olds) == 1 and olds[0].pane is not None:
+            pane.content = olds[0].pane.content  # the same documents: no fold from scratch
         for old in olds:
             other = old.pane
             if other is None:
@@ -111,6 +117,11 @@ class SessionPanes:
         pane = self._pane(session)
         pane.since.append(member)
         pane.counts[SINCE] += 1
+        if pane.content is not None and member.item is not None:
+            if self.inner.group is not None:
+                fold(self.inner.group, pane.content, [(member.order, *member.item)])
+            else:
+                pane.content.append((member.order, *member.item))
         if member.failure is not None:
             self._dead_letter(member.failure)
         count = self.spec.early_count
@@ -125,9 +136,11 @@ class SessionPanes:
         """Fire the window's next pane of `timing`; False when it emits nothing."""
         pane = self._pane(session)
         firer, key = self.firer, session.uid
-        members = pane.since if self.discarding else session.members
+        if pane.content is None:
+            members = pane.since if self.discarding else session.members
+            pane.content = member_content(self.inner, members)
         firer.firing[key] = session
-        firer.windows[key] = member_content(self.inner, members)
+        firer.windows[key] = pane.content
         firer.emitted[key] = pane.emitted
         if firer.only_updated:
             firer.updated[key] = self._groups(pane.since)
@@ -144,7 +157,7 @@ class SessionPanes:
         if fired:
             pane.since, pane.pending = [], []
             if self.discarding:
-                session.members = []
+                session.members, pane.content = [], self.inner.new_content()
         return fired
 
     def _retract_pending(
