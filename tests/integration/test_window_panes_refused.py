@@ -1,7 +1,8 @@
 """The window engines fire a subset of the pane fields (issue 25): count-based EARLY and LATE
-panes and the ON_TIME pane of tumbling and hopping event-time windows, accumulating or
-discarding, on the operator engine. Compile refuses everything else at its path (`unsupported_option`) instead of
-running the window without the panes its user asked for."""
+panes and the ON_TIME pane of tumbling and hopping event-time windows, count-based EARLY panes
+and the ON_TIME pane of session windows, in every accumulation mode, on the operator engine.
+Compile refuses everything else at its path (`unsupported_option`) instead of running the
+window without the panes its user asked for."""
 
 from __future__ import annotations
 
@@ -101,11 +102,57 @@ def test_the_batch_engine_refuses_panes(spark: Any, key: str) -> None:
     ]
 
 
-@pytest.mark.parametrize("key", list(KEYED))
-def test_session_and_sliding_windows_refuse_the_trigger(spark: Any, key: str) -> None:
+def test_sliding_windows_refuse_the_trigger(spark: Any) -> None:
+    key = "$slidingWindow"
     body = {**KEYED[key], "trigger": EARLY, "accumulationMode": "discarding"}
     assert _compile_problems(spark, {key: body}) == [
         ("unsupported_option", f"/pipeline/1/{key}/trigger")
+    ]
+
+
+@pytest.mark.parametrize("mode", [None, "accumulating", "discarding", "accumulatingAndRetracting"])
+@pytest.mark.parametrize("trigger", [EARLY, {}, {**EARLY, "onlyUpdatedPanes": True}])
+def test_count_panes_of_session_windows_compile(
+    spark: Any, trigger: dict[str, Any], mode: str | None
+) -> None:
+    body = {**KEYED["$sessionWindow"], "trigger": trigger}
+    if mode is not None:
+        body["accumulationMode"] = mode
+    compiled = compile_pipeline(parse_pipeline([SOURCE, {"$sessionWindow": body}]), _context(spark))
+    assert compiled.has_window
+
+
+@pytest.mark.parametrize(
+    ("trigger", "loc"),
+    [
+        ({"early": {"every": SECOND}}, "trigger/early/every"),
+        ({**EARLY, "late": {"count": 1}}, "trigger/late"),
+        ({**EARLY, "late": {"every": SECOND}}, "trigger/late/every"),
+    ],
+)
+def test_session_windows_refuse_late_and_every(
+    spark: Any, trigger: dict[str, Any], loc: str
+) -> None:
+    body = {**KEYED["$sessionWindow"], "trigger": trigger, "allowedLateness": SECOND}
+    assert _compile_problems(spark, {"$sessionWindow": body}) == [
+        ("unsupported_option", f"/pipeline/1/$sessionWindow/{loc}")
+    ]
+
+
+def test_the_batch_engine_refuses_session_panes(spark: Any) -> None:
+    body = {**KEYED["$sessionWindow"], "trigger": EARLY}
+    assert _compile_problems(spark, {"$sessionWindow": body}, engine="batch") == [
+        ("unsupported_option", "/pipeline/1/$sessionWindow/trigger")
+    ]
+
+
+def test_a_session_pane_that_a_match_may_empty_is_refused(spark: Any) -> None:
+    """A `$match` after the session's `$group` runs in Spark after the operator, where it
+    could empty a pane that was already fired."""
+    pipeline = [GROUP, {"$match": {"n": 2}}]
+    body = {**KEYED["$sessionWindow"], "trigger": EARLY, "pipeline": pipeline}
+    assert _compile_problems(spark, {"$sessionWindow": body}) == [
+        ("unsupported_option", "/pipeline/1/$sessionWindow/pipeline/1/$match")
     ]
 
 

@@ -139,17 +139,22 @@ def emit_members(
                 part=part, seq=seq, sub=sub, event_ms=ts, doc=doc, meta=meta, reason=reason,
                 operator=operator, window_start=start, at=position,
             )  # fmt: skip
-    items = [m for m in ordered if m.item is not None]
+    part, seq = position[1], position[0]
+    inner.emit(
+        member_content(inner, ordered), start=start, end=end, part=part, seq=seq,
+        partition=partition, inject=True, key_prefix=f"{partition_text}|",
+    )  # fmt: skip
+
+
+def member_content(inner: InnerRuntime, members: list[Member]) -> Any:
+    """The window content (`InnerRuntime.new_content`'s shape) of `members`, folded in
+    arrival order."""
+    items = sorted((m for m in members if m.item is not None), key=lambda m: m.order)
     if inner.group is not None:
         content: Any = {}
         fold(inner.group, content, [(m.order, *m.item) for m in items])
-    else:
-        content = [(m.order, *m.item) for m in items]
-    part, seq = position[1], position[0]
-    inner.emit(
-        content, start=start, end=end, part=part, seq=seq, partition=partition, inject=True,
-        key_prefix=f"{partition_text}|",
-    )  # fmt: skip
+        return content
+    return [(m.order, *m.item) for m in items]
 
 
 def close_position(
@@ -171,4 +176,5 @@ __all__ = [
     "decode_rows",
     "emit_members",
     "key_text",
+    "member_content",
 ]

@@ -114,12 +114,12 @@ class PaneFirer:
         pane = {"index": counts[0], "timing": timing}
         out = Emitter(self.out.source) if self.retracting else self.out
         before = out.results
+        lo, hi, extra = self.bounds(start)
         self.inner.bind(out)
         try:
             self.inner.emit(
-                self.content(start), start=start, end=start + self.size, part=part, seq=seq,
-                pane=pane,
-            )  # fmt: skip
+                self.content(start), start=lo, end=hi, part=part, seq=seq, pane=pane, **extra
+            )
         finally:
             self.inner.bind(self.out)
         if out.results == before:
@@ -158,9 +158,13 @@ class PaneFirer:
         last.update(fresh)
 
     def _emit(self, start: int, part: int, seq: int, key: str, doc: str, meta: str) -> None:
-        self.out.result(
-            part=part, seq=seq, start=start, end=start + self.size, key=key, doc=doc, meta=meta
-        )
+        lo, hi, _ = self.bounds(start)
+        self.out.result(part=part, seq=seq, start=lo, end=hi, key=key, doc=doc, meta=meta)
+
+    def bounds(self, start: int) -> tuple[int, int, dict[str, Any]]:
+        """The start and end of the window `start` names, and what else its emission passes
+        to `InnerRuntime.emit` (session windows are named otherwise: `runtime.session_panes`)."""
+        return start, start + self.size, {}
 
     def forget_since(self, start: int) -> None:
         """A phase of the window ended (a fired pane, its ON_TIME point): a discarding window

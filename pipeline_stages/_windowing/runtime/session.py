@@ -32,6 +32,7 @@ from pipeline_stages._windowing.runtime.keyed import (
     decode_rows,
     emit_members,
 )
+from pipeline_stages._windowing.runtime.session_panes import SessionPane, SessionPanes
 from pipeline_stages._windowing.sessions import SessionSpan, merge_session_spans
 
 
@@ -44,6 +45,8 @@ class Session:
     partition_text: str
     uid: int
     members: list[Member] = field(default_factory=list)
+    #: The window's pane state when it fires panes (`runtime.session_panes`).
+    pane: SessionPane | None = None
 
 
 @dataclass
@@ -69,6 +72,9 @@ class SessionWindows:
         self.lateness = spec.allowed_lateness_ms
         self.spec, self.state, self.clock, self.out = spec, state, clock, out
         self.inner = InnerRuntime(spec, out)
+        self.panes = (
+            None if spec.panes is None else SessionPanes(spec.panes, self.inner, out, self.gap)
+        )
 
     def end(self, session: Session) -> int:
         """The session window's end: last event + gap."""
@@ -102,15 +108,32 @@ class SessionWindows:
         if not absorbed and member.t < floor:
             late(r, None)
             return
+        olds = [s for s in sessions if s.span in absorbed]
+        if self.panes is not None and len(olds) == 1 and olds[0].span == merged:
+            session = olds[0]  # its bounds stay: the same window (`runtime.session_panes`)
+        else:
+            session = self._open(olds, merged, decoded, i, norm)
+        session.members.append(member)
+        if self.panes is not None:
+            seg = late.seg
+            self.panes.arrive(session, member, part=int(seg.part[r]), seq=int(seg.seq[r]))
+
+    def _open(
+        self, olds: list[Session], span: SessionSpan, decoded: Any, i: int, norm: Any
+    ) -> Session:
+        """A new session in place of `olds` (merged into it)."""
         state = self.state
-        session = Session(merged, decoded.values[i], decoded.texts[i], uid=state.next_uid)
+        session = Session(span, decoded.values[i], decoded.texts[i], uid=state.next_uid)
         state.next_uid += 1
-        for old in [s for s in sessions if s.span in absorbed]:
+        sessions = state.sessions[norm]
+        for old in olds:
             session.members.extend(old.members)
             sessions.remove(old)
-        session.members.append(member)
+        if self.panes is not None:
+            self.panes.new_window(session, olds)
         sessions.append(session)
         heapq.heappush(state.heap, (self.end(session), session.uid, norm))
+        return session
 
     def close_due(self, limit: int, seg: Segment | None = None, adjusted_after: Any = ()) -> None:
         """Close every session ending at or before `limit`, in (start, end, partition) order."""
@@ -130,6 +153,10 @@ class SessionWindows:
     def _emit(self, session: Session, seg: Segment | None, adjusted_after: Any) -> None:
         end = self.end(session)
         fallback = (self.clock.last_seq, self.clock.last_part)
+        seq, part = close_position(seg, adjusted_after, end, fallback)
+        if self.panes is not None:
+            self.panes.close(session, part=part, seq=seq)
+            return
         emit_members(
             self.inner,
             self.out,
@@ -138,7 +165,7 @@ class SessionWindows:
             end=end,
             partition=session.partition,
             partition_text=session.partition_text,
-            position=close_position(seg, adjusted_after, end, fallback),
+            position=(seq, part),
         )
 
     def on_rise(self, watermark: int) -> None:

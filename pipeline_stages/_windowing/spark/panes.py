@@ -3,7 +3,9 @@
 The operator fires count-based EARLY panes, the ON_TIME pane, and count-based LATE panes
 (`trigger.late.count`, the Beam model) of tumbling and hopping event-time windows, accumulating
 (with or without `onlyUpdatedPanes`), discarding or accumulating and retracting
-(`runtime.panes`, `runtime.pane_firing`). Everything else the parser accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a
+(`runtime.panes`, `runtime.pane_firing`); and count-based EARLY panes and the ON_TIME pane of
+session windows, in the same modes, with retractions when sessions merge
+(`runtime.session_panes`). Everything else the parser accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a
 window is never run without the panes its user asked for.
 """
 
@@ -21,19 +23,22 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
 
     The operator fires count-based EARLY and LATE panes and the ON_TIME pane of tumbling and
     hopping event-time windows, in every `accumulationMode` (`onlyUpdatedPanes` too;
-    `runtime.panes`). Refused at their paths, never run without the panes their user asked
-    for: `trigger` on session, sliding, global and processing-time windows, `early.every`
-    and `late.every`."""
+    `runtime.panes`), and count-based EARLY panes and the ON_TIME pane of session windows
+    (`runtime.session_panes`). Refused at their paths, never run without the panes their user
+    asked for: `trigger` on sliding, global and processing-time windows, `trigger.late` on
+    sessions, `early.every` and `late.every`."""
     trigger = spec.trigger
     if trigger is None:
         return None
     not_yet = "is not supported by the window engines yet"
     refusals: list[tuple[tuple[str, ...], str]] = []
-    if kind != "fixed":
-        refusals.append((("trigger",), f"trigger {not_yet} on {key}: only $tumblingWindow and "
-                         "$hoppingWindow fire panes"))  # fmt: skip
+    if kind not in ("fixed", "session"):
+        refusals.append((("trigger",), f"trigger {not_yet} on {key}: only $tumblingWindow, "
+                         "$hoppingWindow and $sessionWindow fire panes"))  # fmt: skip
     elif not spec.event_time:
         refusals.append((("trigger",), f"trigger {not_yet} on processing-time windows"))
+    elif kind == "session":
+        refusals += _session_refusals(trigger, key, not_yet)
     if trigger.early is not None and trigger.early.every is not None:
         refusals.append((("trigger", "early", "every"), f"trigger.early.every {not_yet}: "
                          "they fire count-based early panes (early.count)"))  # fmt: skip
@@ -41,7 +46,10 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
         refusals.append((("trigger", "late", "every"), f"trigger.late.every {not_yet}: "
                          "they fire count-based late panes (late.count)"))  # fmt: skip
     mode = spec.accumulation
-    for loc, message in refusals:
+    first: dict[tuple[str, ...], str] = {}
+    for loc, message in refusals:  # one problem per field: the first reason
+        first.setdefault(loc, message)
+    for loc, message in first.items():
         problems.error(
             join_path(path, key, *loc), ProblemCode.UNSUPPORTED_OPTION, f"{key}: {message}"
         )
@@ -52,6 +60,21 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     return C.PaneSpec(
         mode=mode, early_count=early, late_count=late, only_updated=trigger.only_updated_panes
     )
+
+
+def _session_refusals(trigger: Any, key: str, not_yet: str) -> list[tuple[tuple[str, ...], str]]:
+    """Session windows fire count-based EARLY panes and the ON_TIME pane at close
+    (`runtime.session_panes`); `late` and `every` not yet."""
+    refusals: list[tuple[tuple[str, ...], str]] = []
+    for name in ("early", "late"):
+        firing = getattr(trigger, name)
+        if firing is not None and firing.every is not None:
+            refusals.append(((("trigger", name, "every")), f"trigger.{name}.every {not_yet} on "
+                             f"{key}: sessions fire count-based early panes (early.count)"))  # fmt: skip
+    if trigger.late is not None and trigger.late.every is None:
+        refusals.append((("trigger", "late"), f"trigger.late {not_yet} on {key}: sessions "
+                         "fire count-based early panes and the ON_TIME pane at close"))  # fmt: skip
+    return refusals
 
 
 #: Inner stages after the window's blocking part that pass every document on (one out per one

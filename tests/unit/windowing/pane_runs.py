@@ -15,11 +15,17 @@ from tests.unit.windowing.test_idle_wake import rows
 
 
 def pane_results(
-    op_spec: C.OperatorSpec, times: list[int], keys: list[str], cuts: list[int]
+    op_spec: C.OperatorSpec,
+    times: list[int],
+    keys: list[str],
+    cuts: list[int],
+    partitions: list[str] | None = None,
+    doc_texts: list[str] | None = None,
 ) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
     """Feed the documents in calls cut at `cuts`, the state pickled between calls; the
     results `(window start, pane of the result's metadata, result document)` in emission
-    order."""
+    order. `partitions`: the documents' `partitionBy` values (default: their keys);
+    `doc_texts`: their JSON, for a window that buffers documents."""
     operator = make_operator(op_spec)
     blob, out = None, []
     bounds = [0, *cuts, len(times)]
@@ -27,7 +33,12 @@ def pane_results(
         if lo == hi:
             continue
         state = FakeState(blob, 1_000_000 + n)
-        frame = pd.concat(list(operator((0,), iter([rows(lo, times[lo:hi], keys[lo:hi])]), state)))
+        batch = rows(lo, times[lo:hi], keys[lo:hi])
+        if partitions is not None:
+            batch[C.PKEY] = [f'"{p}"' for p in partitions[lo:hi]]
+        if doc_texts is not None:
+            batch[C.DOCJ] = doc_texts[lo:hi]
+        frame = pd.concat(list(operator((0,), iter([batch]), state)))
         blob = state.blob
         results = frame[frame["kind"] == KIND_OUTPUT].sort_values(["seq", "part", "sub"])
         for start, doc, meta in zip(

@@ -1,0 +1,195 @@
+"""Panes of session windows in the operator (issue 25; the rules of record are the reference
+model's, tests/conformance/reference_panes.py and reference_windows.SessionWindows).
+
+A session fires its panes through the fixed windows' `PaneFirer` (contents, `onlyUpdatedPanes`,
+retractions, "a pane that emits nothing is not fired"); this module keeps a session's pane
+state and decides when its panes fire:
+
+* **Which window**: a document that leaves a session's bounds as they were joins the same
+  window. Any other placement (a new session, a session extended, sessions bridged) makes a
+  new window that absorbs the old ones' pane state: their documents, those since their
+  previous pane, their counts since their previous pane (summed) and, with
+  `accumulatingAndRetracting`, their emitted results, which are retracted (stamped with the
+  new window's next pane, in the old windows' bounds) before its next pane. The new window's
+  pane index starts at 0: it is a new window.
+* **EARLY** (`early: {count: N}`): right after the N-th document that reached the window
+  since its previous pane (documents the inner prefix drops or fails count too; a failed one
+  goes to the DLQ when it arrives, as in the reference model, not at close).
+* **ON_TIME**: when the session closes by Atlas's rule; it is its last pane. Compile refuses
+  `trigger.late` and `every` on sessions (`spark.panes`).
+
+A session's content is folded as its documents arrive, as a fixed window's is, and moves to
+the new window when a document extends the session; when sessions merge, the new window folds
+its content from the members at its next pane (the members are kept for that, or with
+`discarding` those since the previous pane).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipeline_stages._windowing.runtime import config as C
+from pipeline_stages._windowing.runtime.blocking import fold
+from pipeline_stages._windowing.runtime.emit import Emitter
+from pipeline_stages._windowing.runtime.inner import InnerRuntime
+from pipeline_stages._windowing.runtime.keyed import Member, member_content
+from pipeline_stages._windowing.runtime.pane_firing import (
+    EARLY,
+    ON_TIME,
+    RETRACTION_KEY,
+    Emitted,
+    PaneFirer,
+    restamp,
+)
+from pipeline_stages._windowing.runtime.panes import INDEX, SINCE, PaneCounts
+
+if TYPE_CHECKING:
+    from pipeline_stages._windowing.runtime.session import Session
+
+
+@dataclass
+class SessionPane:
+    """One session window's pane state (pickled with its session)."""
+
+    #: `[index of the next pane, documents since the previous pane, 0]` (`runtime.panes`).
+    counts: PaneCounts = field(default_factory=lambda: [0, 0, 0])
+    #: The members that arrived since the previous pane.
+    since: list[Member] = field(default_factory=list)
+    #: Per output group, its last emission (`accumulatingAndRetracting`).
+    emitted: dict[Any, list[Emitted]] = field(default_factory=dict)
+    #: Results of merged-away windows to retract before the next pane: `(start, end, result)`.
+    pending: list[tuple[int, int, Emitted]] = field(default_factory=list)
+    #: The folded content of the pane's members (all, or since the previous pane when
+    #: discarding); None: to fold from them at the next pane (after a merge of sessions).
+    content: Any = None
+
+
+class _SessionFirer(PaneFirer):
+    """`PaneFirer` over session windows, named by their session's uid while they fire."""
+
+    def __init__(self, spec: C.PaneSpec, inner: InnerRuntime, out: Emitter, gap: int) -> None:
+        super().__init__(spec, inner, out, {}, 0, {}, {})
+        self.gap = gap
+        self.firing: dict[int, Session] = {}
+
+    def bounds(self, start: int) -> tuple[int, int, dict[str, Any]]:
+        """The session's window, partition and result keys (`keyed.emit_members`'s)."""
+        session = self.firing[start]
+        extra = {"partition": session.partition, "key_prefix": f"{session.partition_text}|"}
+        return session.span.min_ts, session.span.max_ts + self.gap, extra
+
+
+class SessionPanes:
+    """Fires the panes of one operator's session windows (see the module docstring)."""
+
+    def __init__(self, spec: C.PaneSpec, inner: InnerRuntime, out: Emitter, gap: int) -> None:
+        self.spec = spec
+        self.inner = inner
+        self.out = out
+        self.gap = gap
+        self.firer = _SessionFirer(spec, inner, out, gap)
+        self.discarding = spec.mode == "discarding"
+        self.retracting = spec.mode == "accumulatingAndRetracting"
+
+    def new_window(self, session: Session, olds: list[Session]) -> None:
+        """`session` is a new window that absorbs the windows of `olds` (merged away)."""
+        pane = SessionPane()
+        if len(olds) == 1 and olds[0].pane is not None:
+            pane.content = olds[0].pane.content  # the same documents: no fold from scratch
+        for old in olds:
+            other = old.pane
+            if other is None:
+                continue
+            pane.since.extend(other.since)
+            pane.counts[SINCE] += other.counts[SINCE]
+            pane.pending.extend(other.pending)
+            if self.retracting:
+                start, end = old.span.min_ts, old.span.max_ts + self.gap
+                pane.pending.extend(
+                    (start, end, result) for group in other.emitted.values() for result in group
+                )
+        session.pane = pane
+
+    def arrive(self, session: Session, member: Member, *, part: int, seq: int) -> None:
+        """A document reached the window (`member`, already among its members): count it,
+        DLQ its inner failure, and fire the EARLY pane when the count is due."""
+        pane = self._pane(session)
+        pane.since.append(member)
+        pane.counts[SINCE] += 1
+        if pane.content is not None and member.item is not None:
+            if self.inner.group is not None:
+                fold(self.inner.group, pane.content, [(member.order, *member.item)])
+            else:
+                pane.content.append((member.order, *member.item))
+        if member.failure is not None:
+            self._dead_letter(member.failure)
+        count = self.spec.early_count
+        if count is not None and pane.counts[SINCE] >= count:
+            self.fire(session, EARLY, part=part, seq=seq)
+
+    def close(self, session: Session, *, part: int, seq: int) -> None:
+        """The session closes: its ON_TIME pane (not fired when it would emit nothing)."""
+        self.fire(session, ON_TIME, part=part, seq=seq)
+
+    def fire(self, session: Session, timing: str, *, part: int, seq: int) -> bool:
+        """Fire the window's next pane of `timing`; False when it emits nothing."""
+        pane = self._pane(session)
+        firer, key = self.firer, session.uid
+        if pane.content is None:
+            members = pane.since if self.discarding else session.members
+            pane.content = member_content(self.inner, members)
+        firer.firing[key] = session
+        firer.windows[key] = pane.content
+        firer.emitted[key] = pane.emitted
+        if firer.only_updated:
+            firer.updated[key] = self._groups(pane.since)
+        index = pane.counts[INDEX]
+        self._retract_pending(session, {"index": index, "timing": timing}, part=part, seq=seq)
+        try:
+            fired = firer.fire(key, timing, pane.counts, part=part, seq=seq)
+        finally:
+            for held in (firer.firing, firer.windows, firer.emitted, firer.updated):
+                held.pop(key, None)
+        if not fired and pane.pending:  # a pane of retractions only is fired too
+            pane.counts[INDEX], pane.counts[SINCE] = index + 1, 0
+            fired = True
+        if fired:
+            pane.since, pane.pending = [], []
+            if self.discarding:
+                session.members, pane.content = [], self.inner.new_content()
+        return fired
+
+    def _retract_pending(
+        self, session: Session, pane: dict[str, Any], *, part: int, seq: int
+    ) -> None:
+        retracted = {**pane, "retraction": True}
+        for start, end, (key, doc, meta) in self._pane(session).pending:
+            self.out.result(
+                part=part, seq=seq, start=start, end=end, key=RETRACTION_KEY + key,
+                doc=restamp(doc, retracted), meta=restamp(meta, retracted, meta=True),
+            )  # fmt: skip
+
+    def _groups(self, members: list[Member]) -> set[Any]:
+        """The groups `members` update (`onlyUpdatedPanes`; None: a window without `$group`)."""
+        items = [m.item for m in members if m.item is not None]
+        if self.inner.group is None:
+            return {None} if items else set()
+        return {item[0] for item in items}
+
+    def _dead_letter(self, failure: tuple[Any, ...]) -> None:
+        part, seq, sub, ts, doc, meta, reason, operator = failure
+        doc, meta = self.inner.with_window(doc, meta, {})
+        self.out.dlq(
+            part=part, seq=seq, sub=sub, event_ms=ts, doc=doc, meta=meta, reason=reason,
+            operator=operator,
+        )  # fmt: skip
+
+    @staticmethod
+    def _pane(session: Session) -> SessionPane:
+        if session.pane is None:
+            raise RuntimeError("a session of a window with a trigger has pane state")
+        return session.pane
+
+
+__all__ = ["SessionPane", "SessionPanes"]

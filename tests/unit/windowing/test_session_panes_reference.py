@@ -1,0 +1,181 @@
+"""The operator's panes of session windows against the reference model (issue 25): on random
+streams (disorder that extends and bridges sessions, late documents, two partitions with two
+`$group` keys each) cut into random micro-batches, the operator function (no Spark; every call
+round-trips the state through its pickle, as a restart from the checkpoint does) emits the same
+panes and retractions, in the same order and in the same windows, as
+`tests/conformance/reference_model.py`, for every mode and count trigger sessions fire.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from pipeline_stages._windowing.runtime import config as C
+from tests.conformance.reference_model import ReferenceExecutor
+from tests.unit.windowing.pane_runs import pane_results
+from tests.unit.windowing.test_idle_wake import spec
+
+GAP_MS = 3_000
+
+#: `(early count, onlyUpdatedPanes)`; None: the ON_TIME pane only.
+TRIGGERS = [(1, False), (2, False), (3, True), (1, True), (None, False)]
+
+
+def _ms(date: str) -> int:
+    return int(datetime.fromisoformat(date).timestamp() * 1000)
+
+
+def operator_panes(
+    pane: C.PaneSpec,
+    lateness_ms: int,
+    docs: tuple[list[int], list[str], list[str]],
+    cuts: list[int],
+) -> list[Any]:
+    """`(start, end, partition, pane, key, n)` per result, in emission order."""
+    times, keys, parts = docs
+    base = spec(kind="session", hop_ms=GAP_MS, lateness_ms=lateness_ms, idle_ms=None)
+    out = []
+    for start, meta_pane, value in pane_results(
+        replace(base, panes=pane), times, keys, cuts, partitions=parts
+    ):
+        window = value["_stream_meta"]["window"]
+        assert window["pane"] == meta_pane
+        assert _ms(window["start"]["$date"]) == start
+        out.append(
+            (start, _ms(window["end"]["$date"]), window["partition"], meta_pane, value["_id"],
+             value["n"])
+        )  # fmt: skip
+    return out
+
+
+def reference_panes(
+    pane: C.PaneSpec, lateness_ms: int, docs: tuple[list[int], list[str], list[str]]
+) -> list[Any]:
+    trigger: dict[str, Any] = {"onlyUpdatedPanes": pane.only_updated}
+    if pane.early_count is not None:
+        trigger["early"] = {"count": pane.early_count}
+    window = {
+        "partitionBy": "$p",
+        "gap": {"size": GAP_MS, "unit": "ms"},
+        "allowedLateness": {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0,
+        "trigger": trigger,
+        "accumulationMode": pane.mode,
+        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+    }
+    executor = ReferenceExecutor()
+    executor.start([{"$source": {"timeField": "$t"}}, {"$sessionWindow": window}])
+    executor.feed(
+        [
+            {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p}
+            for t, k, p in zip(*docs, strict=True)
+        ]
+    )
+    emitted, _ = executor.drain()
+    out = []
+    for d in emitted:
+        window = d["_stream_meta"]["window"]
+        start, end = _ms(window["start"]["$date"]), _ms(window["end"]["$date"])
+        out.append((start, end, window["partition"], window["pane"], d["_id"], d["n"]))
+    return out
+
+
+def stream(rng: random.Random) -> tuple[list[int], list[str], list[str]]:
+    n = rng.randint(5, 40)
+    event, times = 0, []
+    for _ in range(n):
+        event += rng.choice([0, 500, 1_500, 2_500, 4_000, 7_000])
+        times.append(max(0, event + rng.randint(-6_000, 1_000)))
+    return times, rng.choices("ab", k=n), rng.choices("xy", k=n)
+
+
+@pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
+@pytest.mark.parametrize("trigger", TRIGGERS)
+@pytest.mark.parametrize("seed", range(10))
+def test_operator_session_panes_are_the_reference_models(
+    mode: str, trigger: tuple[int | None, bool], seed: int
+) -> None:
+    rng = random.Random(seed)
+    docs = stream(rng)
+    early, only_updated = trigger
+    lateness_ms = rng.choice([0, 2_000, 5_000])
+    pane = C.PaneSpec(mode=mode, early_count=early, only_updated=only_updated)
+    expected = reference_panes(pane, lateness_ms, docs)
+    n = len(docs[0])
+    cuts = sorted(rng.sample(range(1, n), min(3, n - 1)))
+    for at in ([], cuts, list(range(1, n))):
+        assert operator_panes(pane, lateness_ms, docs, at) == expected, f"cuts {at}"
+    assert expected, "the stream fires some pane"
+
+
+def test_the_streams_merge_sessions_and_retract() -> None:
+    """The random streams exercise what the test is about: retractions of merged-away
+    windows (in other bounds than the pane that retracts them)."""
+    merged = 0
+    for seed in range(10):
+        docs = stream(random.Random(seed))
+        pane = C.PaneSpec(mode="accumulatingAndRetracting", early_count=1)
+        results = reference_panes(pane, 2_000, docs)
+        for at, (start, end, _, meta, _, _) in enumerate(results):
+            fresh = next((r for r in results[at:] if not r[3].get("retraction")), (None, None))
+            merged += bool(meta.get("retraction")) and (start, end) != fresh[:2]
+    assert merged > 10
+
+
+def _sorted_results(
+    pane: C.PaneSpec, docs: tuple[list[int], list[str], list[str]], cuts: list[int]
+) -> list[Any]:
+    """The operator's `(start, pane, i)` per result of a session window whose inner pipeline
+    is `$sort: {i: -1}` (buffered documents, not `$group` groups)."""
+    times, keys, parts = docs
+    base = spec(kind="session", hop_ms=GAP_MS, lateness_ms=2_000, idle_ms=None)
+    inner = C.InnerPlan(sort=(("i", -1),), needs_doc=True, first_operator="SortOperator")
+    op_spec = replace(base, inner=inner, panes=pane)
+    texts = [json.dumps({"i": i, "k": k}) for i, k in enumerate(keys)]
+    results = pane_results(op_spec, times, keys, cuts, partitions=parts, doc_texts=texts)
+    return [(start, meta_pane, value["i"]) for start, meta_pane, value in results]
+
+
+@pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
+@pytest.mark.parametrize("seed", range(6))
+def test_session_panes_of_buffered_documents_are_the_reference_models(mode: str, seed: int) -> None:
+    """Without `$group`, a pane holds documents; they have no `_id`, so they are one group
+    (every earlier one is retracted before a pane). The parser requires a `$group` in a
+    session's pipeline (as Atlas does); this covers the operator's buffered path anyway."""
+    rng = random.Random(seed)
+    docs = stream(rng)
+    pane = C.PaneSpec(mode=mode, early_count=2)
+    window = {
+        "partitionBy": "$p",
+        "gap": {"size": GAP_MS, "unit": "ms"},
+        "allowedLateness": {"size": 2_000, "unit": "ms"},
+        "trigger": {"early": {"count": 2}},
+        "accumulationMode": mode,
+        "pipeline": [{"$sort": {"i": -1}}],
+    }
+    executor = ReferenceExecutor()
+    executor.start([{"$source": {"timeField": "$t"}}, {"$sessionWindow": window}])
+    executor.feed(
+        [
+            {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p, "i": i}
+            for i, (t, k, p) in enumerate(zip(*docs, strict=True))
+        ]
+    )
+    emitted, _ = executor.drain()
+    expected = [
+        (
+            _ms(d["_stream_meta"]["window"]["start"]["$date"]),
+            d["_stream_meta"]["window"]["pane"],
+            d["i"],
+        )
+        for d in emitted
+    ]
+    n = len(docs[0])
+    for at in ([], list(range(1, n))):
+        assert _sorted_results(pane, docs, at) == expected, f"cuts {at}"
+    assert expected
