@@ -41,12 +41,14 @@ def kafka_lag(source: Mapping[str, Any]) -> dict[str, Any] | None:
     processed = _offsets(source.get("endOffset"))
     if not latest or processed is None:
         return None
-    rows = []
+    rows: list[dict[str, Any]] = []
+    lags: list[int | None] = []
     for topic in sorted(latest):
         for partition in sorted(latest[topic], key=int):
             high = latest[topic][partition]
             done = processed.get(topic, {}).get(partition)
             lag = None if done is None else max(0, high - done)
+            lags.append(lag)
             rows.append(
                 {
                     "topic": topic,
@@ -56,6 +58,6 @@ def kafka_lag(source: Mapping[str, Any]) -> dict[str, Any] | None:
                     "lag": lag,
                 }
             )
-    known = [row["lag"] for row in rows]
-    total = None if None in known else sum(known)
+    known = [lag for lag in lags if lag is not None]
+    total = sum(known) if len(known) == len(lags) else None
     return {"partitions": rows, "totalLag": total}
