@@ -112,8 +112,14 @@ class EphemeralRun:
             "name": self.name,
             "processorId": self.name,
             "status": "stopping" if self.cancel.is_set() else "running",
+            # Unknown without query progress: null ("no data"), never a made-up 0.
+            "inputMessageCount": None,
+            "inputMessageSize": None,
             "outputMessageCount": self.outputs,
+            "outputMessageSize": None,
             "dlqMessageCount": self.dlq,
+            "dlqMessageSize": None,
+            "stateSize": None,
             "lastStateChange": self.created_at.isoformat(),
         }
 

@@ -292,13 +292,14 @@ class ProcessorStats(BaseModel):
         default=None, description="The last failure (code, message, time), even if recovered."
     )
     scaleFactor: int = 1
-    inputMessageCount: int = 0
-    inputMessageSize: int | float = 0
+    # null = no data (e.g. an ephemeral processor has no query progress to count its input).
+    inputMessageCount: int | None = 0
+    inputMessageSize: int | float | None = 0
     outputMessageCount: int = 0
-    outputMessageSize: int | float = 0
+    outputMessageSize: int | float | None = 0
     dlqMessageCount: int = 0
-    dlqMessageSize: int | float = 0
-    stateSize: int | float = 0
+    dlqMessageSize: int | float | None = 0
+    stateSize: int | float | None = 0
     watermark: dict[str, str] | None = Field(
         default=None, description='Relaxed Extended JSON date: {"$date": "..."}'
     )

@@ -111,6 +111,9 @@ def test_an_ephemeral_processor_opens_by_name_as_the_console_does(
         stats = client.get(f"{path}/stats", params={"verbose": True})
         assert stats.status_code == 200, stats.text
         assert (stats.json()["name"], stats.json()["outputMessageCount"]) == (name, 1)
+        # No query progress: what is not counted is null ("no data"), not 0.
+        unknown = ("inputMessageCount", "inputMessageSize", "outputMessageSize", "stateSize")
+        assert [stats.json()[key] for key in unknown] == [None] * len(unknown)
         sample = client.get(f"{path}/sample", params={"limit": 5})
         assert sample.json() == {"messages": [{"waiting": name}], "cursorId": None}
         history = client.get(f"{path}/stats/history")

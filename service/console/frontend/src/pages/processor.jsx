@@ -107,7 +107,7 @@ export function Processor({ name }) {
       {error && <p class="error">{error.message}</p>}
       <Actions p={p} reload={reload} />
       <section class="cards">
-        <div>Input <b data-testid="input-count">{stats.inputMessageCount}</b> <small data-testid="input-rate">{rate(last.inputRate)}</small></div>
+        <div>Input <b data-testid="input-count">{stats.inputMessageCount ?? NO_DATA}</b> <small data-testid="input-rate">{rate(last.inputRate)}</small></div>
         <div>Output <b data-testid="output-count">{stats.outputMessageCount}</b> <small>{rate(last.outputRate)}</small></div>
         <div>DLQ <b data-testid="dlq-count">{stats.dlqMessageCount}</b> <small>{rate(last.dlqRate)}</small> <a href={`#/dlq/${enc(p.name)}`}>open DLQ</a></div>
         <div>Event-time lag <b data-testid="lag">{duration(lagSeconds(stats.watermark))}</b></div>
