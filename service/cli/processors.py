@@ -257,6 +257,14 @@ def stats_view(body: dict[str, Any]) -> Group:
             # Atlas names them `throttle.throttledTimeMs` and `throttle.throttleEvents`.
             for name, figure in value.items():
                 fields.add_row(f"throttle.{name}", _cell(figure))
+        elif key == "sourceLag" and isinstance(value, dict):
+            fields.add_row("sourceLag.totalLag", _cell(value.get("totalLag")))
+            for part in value.get("partitions") or []:
+                fields.add_row(
+                    f"sourceLag {part['topic']}/{part['partition']}",
+                    f"{_cell(part['lag'])} (processed {_cell(part['processedOffset'])} "
+                    f"of {part['latestOffset']})",
+                )
         elif not isinstance(value, list) and key != "lastBatch":
             fields.add_row(key, _cell(value))
     if isinstance(body.get("lastBatch"), dict):

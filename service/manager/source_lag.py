@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline_stages._connectors.sources.throttled import strip
+
 
 def _offsets(value: object) -> dict[str, dict[str, int]] | None:
     """`{topic: {partition: offset}}`, or None when the value is not Kafka-shaped."""
@@ -23,7 +25,8 @@ def _offsets(value: object) -> dict[str, dict[str, int]] | None:
     if not isinstance(value, Mapping):
         return None
     found: dict[str, dict[str, int]] = {}
-    for topic, parts in value.items():
+    # A `$throttle` keeps its figures in the offset beside the topics.
+    for topic, parts in strip(dict(value)).items():
         if not isinstance(parts, Mapping):
             return None
         try:

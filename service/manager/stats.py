@@ -25,7 +25,8 @@ Where the numbers come from:
   event-time watermark. These are gauges, not counts: they are persisted with the processor
   record every `stats_flush_seconds` and on stop; so are `openWindows` and
   `oldestOpenWindowStart`, from the window operator's stats rows only (None without them:
-  unknown, not zero);
+  unknown, not zero); so is `sourceLag`, a Kafka source's per-partition backlog from the
+  last progress report (`service.manager.source_lag`; None for other sources);
 * `dlqByReason` / `dlqByOperator`: the DLQ records' `errInfo.reason` / `operatorName`, counted
   in the ledger with the batch; `eventTimeLagSeconds`: now − watermark, when it is read;
 * per-operator input and output (`operatorStats[]`, verbose): for the source (records read),
@@ -45,9 +46,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeline_stages._connectors.sources.rate_limit import throttle_figures
-from pipeline_stages._enrichment.operator_stats import add_operators, operator_counts, public_stats
+from pipeline_stages._enrichment.operator_stats import add_operators, operator_counts
 from pipeline_stages.source import INPUT_METRICS
 from pipeline_stages.throttle import OPERATOR_NAME as THROTTLE_OPERATOR
+from service.manager.operator_entries import operator_entries
+from service.manager.source_lag import kafka_lag
 from service.stores.stats_ledger import (
     COUNTERS,
     LANE_BATCHES,
@@ -108,6 +111,8 @@ class LiveStats:
         self.watermark: dict[str, str] | None = watermark
         self.open_windows: int | None = stored.get("openWindows")
         self.oldest_open: str | None = _iso(stored.get("oldestOpenWindowStart"))
+        #: Per-partition lag of a Kafka source from the last progress (None: unknown).
+        self.source_lag: dict[str, Any] | None = stored.get("sourceLag")
         self._open_by_bucket: dict[int, tuple[int, str | None]] = {}
         self.generation = generation
         self.last_batch: dict[str, Any] | None = stored.get("_lastBatch")
@@ -266,6 +271,8 @@ class LiveStats:
             and not spark_watermark.startswith("1970-01-01T00:00:00")
         ):
             self.watermark = {"$date": spark_watermark}
+        sources = progress.get("sources") or []
+        self.source_lag = kafka_lag(sources[0]) if len(sources) == 1 else None
         self.last_batch = {
             "batchId": batch_id,
             "numInputRows": int(progress.get("numInputRows", 0) or 0),
@@ -293,6 +300,7 @@ class LiveStats:
             record["windowOutputCount"] = current["windowOutputCount"]
             record["openWindows"] = self.open_windows
             record["oldestOpenWindowStart"] = self.oldest_open
+            record["sourceLag"] = self.source_lag
             record["_lastBatch"] = self.last_batch
             return record
 
@@ -337,6 +345,7 @@ class LiveStats:
             out["eventTimeLagSeconds"] = _lag_seconds(self.watermark)
             out["openWindows"] = self.open_windows
             out["oldestOpenWindowStart"] = self.oldest_open
+            out["sourceLag"] = self.source_lag
             out["dlqByReason"] = {k: v[0] for k, v in current[REASON_DLQ].items()}
             out["dlqByOperator"] = {k: v[0] for k, v in current[OPERATOR_DLQ].items()}
             out["lastStateChange"] = last_state_change.astimezone(UTC).isoformat()
@@ -345,39 +354,13 @@ class LiveStats:
             if THROTTLE_OPERATOR in operators or any(throttle.values()):
                 out["throttle"] = throttle
             if verbose:
-                out["operatorStats"] = self._operators(current, list(operators), scale)
+                out["operatorStats"] = operator_entries(current, list(operators), scale)
                 if window_operator is not None:
                     for entry in out["operatorStats"]:
                         if entry["name"] == window_operator:
                             entry["outputMessageCount"] = current["windowOutputCount"]
                 out["lastBatch"] = self.last_batch
             return out
-
-    def _operators(
-        self, current: Mapping[str, Any], operators: list[str], scale: int
-    ) -> list[dict[str, Any]]:
-        operator_dlq = current[OPERATOR_DLQ]
-        names = list(dict.fromkeys([*operators, *operator_dlq, *current[OPERATOR_STATS]]))
-        stats = []
-        for name in names:
-            count, size = operator_dlq.get(name, [0, 0])
-            entry: dict[str, Any] = {
-                "name": name,
-                "dlqMessageCount": count,
-                "dlqMessageSize": size / scale if scale != 1 else size,
-            }
-            if name == "SourceOperator":
-                entry["inputMessageCount"] = current["inputMessageCount"]
-                entry["inputMessageSize"] = current["inputMessageSize"]
-                entry["outputMessageCount"] = current["inputMessageCount"]
-            if operators and name == operators[-1]:
-                entry["outputMessageCount"] = current["outputMessageCount"]
-            if name == THROTTLE_OPERATOR:
-                entry.update({counter: current[counter] for counter in THROTTLE_COUNTERS})
-            if name in current[OPERATOR_STATS]:
-                entry.update(public_stats(current[OPERATOR_STATS][name]))
-            stats.append(entry)
-        return stats
 
 
 def _iso(value: Any) -> str | None:

@@ -23,6 +23,7 @@ from pipeline_stages._connectors.sources.ingest import INVALID_JSON
 from pipeline_stages._stream.batch import BatchResult
 from pipeline_stages._windowing.batch.engine import ENGINE_CONF
 from pipeline_stages._windowing.spark.unstamped import UNSTAMPED_CONF
+from service.manager.source_lag import kafka_lag
 from tests.conformance.spark_executor import spark_confs
 from tests.integration.kafka_runs import CONNECTION, KafkaRun, drop_last_commit
 from tests.kafka_broker import KafkaBroker
@@ -125,6 +126,12 @@ def test_replay_is_deterministic_and_max_offsets_bounds_batches(
         first.stop()
     sizes = [p["numInputRows"] for p in first.progress() if p["numInputRows"]]
     assert sizes == [6, 6, 6, 2]
+    # The stats' source lag: what each batch left on the broker, per partition.
+    lags = [kafka_lag(p["sources"][0]) for p in first.progress() if p["numInputRows"]]
+    assert [lag["totalLag"] if lag else None for lag in lags] == [14, 8, 2, 0]
+    assert lags[0] is not None
+    assert [row["latestOffset"] for row in lags[0]["partitions"]] == [10, 10]
+    assert sum(row["processedOffset"] for row in lags[0]["partitions"]) == 6
     # A crash after the last batch was planned but before it committed: it runs again.
     replayed = drop_last_commit(checkpoint)
     original = next(b for b in first.collector.batches if b.batch_id == replayed)

@@ -16,10 +16,10 @@ from service.schemas.processors import (
     ProcessorModify,
     ProcessorPublic,
     ProcessorsPublic,
-    ProcessorStats,
     SampleMessages,
     StartRequest,
 )
+from service.schemas.stats import ProcessorStats
 
 router = APIRouter(prefix="/processors", tags=["processors"])
 

@@ -10,11 +10,13 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 from typer.testing import CliRunner
 
 from service.cli.app import app
 from service.cli.client import SluiceClient, resolve_target
 from service.cli.output import CliState
+from service.cli.processors import stats_view
 from service.config.settings import Settings
 from service.main import create_app
 from service.stores import open_stores
@@ -221,3 +223,25 @@ def test_stats_show_the_throttle_figures(api: TestClient, tmp_path: Path) -> Non
     assert body["throttle"] == {"throttledTimeMs": 0, "throttleEvents": 0}
     (operator,) = [o for o in body["operatorStats"] if o["name"] == "ThrottleOperator"]
     assert (operator["throttledTimeMs"], operator["throttleEvents"]) == (0, 0)
+
+
+def test_stats_show_a_kafka_source_lag_per_partition() -> None:
+    lag = {
+        "partitions": [
+            {"topic": "t", "partition": 0, "latestOffset": 10, "processedOffset": 4, "lag": 6},
+            {"topic": "t", "partition": 1, "latestOffset": 5, "processedOffset": None, "lag": None},
+        ],
+        "totalLag": None,
+    }
+    console = Console(width=200, record=True)
+    console.print(stats_view({"name": "k", "sourceLag": lag}))
+    text = console.export_text()
+    assert "sourceLag.totalLag" in text
+    rows = {
+        cells[1].strip(): cells[2].strip()
+        for cells in (line.split("│") for line in text.splitlines())
+        if len(cells) == 4
+    }
+    assert rows["sourceLag t/0"] == "6 (processed 4 of 10)"
+    assert rows["sourceLag.totalLag"] == "no data"
+    assert rows["sourceLag t/1"] == "no data (processed no data of 5)"

@@ -112,7 +112,14 @@ export function Processor({ name }) {
         <div>DLQ <b data-testid="dlq-count">{stats.dlqMessageCount}</b> <small>{rate(last.dlqRate)}</small> <a href={`#/dlq/${enc(p.name)}`}>open DLQ</a></div>
         <div>Event-time lag <b data-testid="lag">{duration(lagSeconds(stats.watermark))}</b></div>
         <div>Watermark <b data-testid="watermark">{stats.watermark ? stats.watermark.$date : NO_DATA}</b></div>
-        <div>Open windows <b title="not reported by this service's stats yet">{stats.openWindows ?? NO_DATA}</b></div>
+        <div>Open windows <b data-testid="open-windows">{stats.openWindows ?? NO_DATA}</b> <small>{stats.oldestOpenWindowStart ? `oldest ${stats.oldestOpenWindowStart}` : ""}</small></div>
+        {stats.sourceLag && (
+          <div data-testid="source-lag">Kafka lag <b>{stats.sourceLag.totalLag ?? NO_DATA}</b>
+            {stats.sourceLag.partitions.map((part) => (
+              <small> {part.topic}/{part.partition}: {part.lag ?? NO_DATA}</small>
+            ))}
+          </div>
+        )}
         <div>State size <b>{bytes(stats.stateSize)}</b></div>
         <div>Restarts <b>{stats.retries ?? NO_DATA}</b></div>
       </section>
