@@ -191,16 +191,33 @@ class SlidingGeometry:
 @dataclass(frozen=True)
 class PaneSpec:
     """A window's `trigger` and `accumulationMode` as the operator fires them (issue 25,
-    `runtime.panes`): EARLY panes every `early_count` documents when set; the ON_TIME pane at
-    close, or with `late_count` (`trigger.late.count`) once the watermark reaches the window's
-    end, then LATE panes every `late_count` documents and a last one at close;
-    `only_updated` (`onlyUpdatedPanes`). Compile lets only this subset through
-    (`spark.panes.pane_spec`)."""
+    `runtime.panes`): EARLY panes every `early_count` documents or `early_every_ms` of
+    processing time when set; the ON_TIME pane at close, or with `trigger.late`
+    (`late_count` / `late_every_ms`) once the watermark reaches the window's end, then LATE
+    panes the same way and a last one at close; `only_updated` (`onlyUpdatedPanes`). Compile
+    lets only this subset through (`spark.panes.pane_spec`)."""
 
     mode: str  # "accumulating" | "discarding" | "accumulatingAndRetracting"
     early_count: int | None = None
     late_count: int | None = None
     only_updated: bool = False
+    early_every_ms: int | None = None
+    late_every_ms: int | None = None
+
+    @property
+    def has_late(self) -> bool:
+        """Whether `trigger.late` is set (the Beam model: ON_TIME at `W >= end`)."""
+        return self.late_count is not None or self.late_every_ms is not None
+
+    @property
+    def has_count(self) -> bool:
+        """Whether a phase fires on document counts."""
+        return self.early_count is not None or self.late_count is not None
+
+    @property
+    def uses_clock(self) -> bool:
+        """Whether a phase fires on processing time (`every`)."""
+        return self.early_every_ms is not None or self.late_every_ms is not None
 
 
 @dataclass(frozen=True)
@@ -244,8 +261,9 @@ class OperatorSpec:
     @property
     def runs_when_idle(self) -> bool:
         """Whether buckets may have to run in micro-batches without their input: something
-        closes windows on the wall clock (`idleTimeout`, processing-time windows, partition
-        idleness; `runtime.operator.state_timeout_ms` says when). Otherwise only input moves the
+        closes windows or fires panes on the wall clock (`idleTimeout`, processing-time
+        windows, partition idleness, `every` triggers; `runtime.operator.state_timeout_ms`
+        says when). Otherwise only input moves the
         watermark, and an input-less call would only unpickle and rewrite the state."""
         if self.source.test_clock:  # clock rows are input: the bucket runs on them
             return False
@@ -253,6 +271,7 @@ class OperatorSpec:
             self.idle_timeout_ms is not None
             or self.processing_time
             or self.source.partition_idle_timeout_ms is not None
+            or (self.panes is not None and self.panes.uses_clock)
         )
 
 

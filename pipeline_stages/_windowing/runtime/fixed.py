@@ -35,13 +35,14 @@ from pipeline_stages._windowing.runtime.emit import (
 )
 from pipeline_stages._windowing.runtime.inner import InnerRuntime
 from pipeline_stages._windowing.runtime.pane_firing import Emitted, PaneFirer
-from pipeline_stages._windowing.runtime.panes import (
-    FixedPanes,
+from pipeline_stages._windowing.runtime.pane_state import (
     PaneCounts,
     pane_counts,
     pane_emitted,
+    pane_timers,
     pane_updated,
 )
+from pipeline_stages._windowing.runtime.panes import FixedPanes
 from pipeline_stages._windowing.runtime.values import window_meta
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -70,6 +71,8 @@ class FixedState:
     pane_updated: dict[int, set[Any]] = field(default_factory=dict)
     #: Per open window and output group, its last emission (`accumulatingAndRetracting`).
     pane_emitted: dict[int, dict[Any, list[Emitted]]] = field(default_factory=dict)
+    #: Per open window, the processing time its `every` pane fires at (`trigger.*.every`).
+    pane_timers: dict[int, int] = field(default_factory=dict)
 
 
 class FixedWindows:
@@ -102,6 +105,7 @@ class FixedWindows:
                     pane_emitted(state),
                 ),
                 pane_counts(state),
+                pane_timers(state),
             )
         )
 
@@ -260,6 +264,15 @@ class FixedWindows:
         self.inner.emit(content, start=start, end=start + self.size, part=part, seq=seq)
 
     # ------------------------------------------------------------------ idleness
+
+    def on_clock(self, now: int) -> None:
+        """Processing time reached `now`: fire the `every` panes that are due."""
+        if self.panes is not None:
+            self.panes.fire_due(now, part=self.clock.last_part, seq=self.clock.last_seq)
+
+    def clock_wake_ms(self) -> int | None:
+        """When `on_clock` first fires a pane if no input comes (None: not before input)."""
+        return None if self.panes is None else self.panes.next_due()
 
     def idle(self) -> None:
         """§4.5: after `idleTimeout` of source idleness, close the windows that are due."""

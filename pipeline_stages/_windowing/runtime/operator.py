@@ -6,9 +6,9 @@ into processing-time segments, and runs each segment through the window core:
 
 * production: one segment per micro-batch at the batch's processing time. A call without
   rows is an idle segment, and it comes from a `ProcessingTimeTimeout` the previous call set
-  (`state_timeout_ms`): when something closes windows on the wall clock (idleTimeout,
-  partition idleness, processing-time windows: `OperatorSpec.runs_when_idle`), at the next
-  instant that can close one. Otherwise only input moves the watermark and no timeout is
+  (`state_timeout_ms`): when something closes windows or fires panes on the wall clock
+  (idleTimeout, partition idleness, processing-time windows, `every` triggers:
+  `OperatorSpec.runs_when_idle`), at the next instant that can act. Otherwise only input moves the watermark and no timeout is
   set: the bucket runs only with input (and its query runs no micro-batch without input,
   `session.start_query`). Every call unpickles and rewrites the bucket's whole state, so an
   idle processor no longer pays that per trigger (`benchmarks/window_idle.py`). The query
@@ -119,6 +119,8 @@ def run_segment(
     timeout = spec.source.partition_idle_timeout_ms
     clock.start(now, spec.source.partitions)
     clock.advance_to(now, timeout, core.on_rise)
+    if spec.panes is not None and spec.panes.uses_clock:
+        core.on_clock(now)  # `every` panes: fixed windows only (`spark.panes.pane_spec`)
     if not len(rows):
         if spec.processing_time:
             core.processing_time_tick(now)
@@ -160,7 +162,8 @@ def wake_instants(spec: C.OperatorSpec, core: Any) -> list[int | None]:
     * `idleTimeout` (event time): the core's next idle close (`idle_wake_ms`);
     * `partitionIdleTimeout`: the next instant a partition turns idle, where the combined
       watermark may rise (`Clock.partition_idle_due_ms`; a rise that closes nothing costs one
-      call).
+      call);
+    * `every` triggers: the earliest pane timer (`FixedWindows.clock_wake_ms`).
     """
     if spec.processing_time:
         ends = core.open_ends()
@@ -168,7 +171,8 @@ def wake_instants(spec: C.OperatorSpec, core: Any) -> list[int | None]:
     else:
         clock_rule = core.idle_wake_ms()
     partition_rule = core.clock.partition_idle_due_ms(spec.source.partition_idle_timeout_ms)
-    return [clock_rule, partition_rule]
+    pane_rule = core.clock_wake_ms() if spec.panes is not None and spec.panes.uses_clock else None
+    return [clock_rule, partition_rule, pane_rule]
 
 
 def load_state(state: Any) -> tuple[Clock, Any]:

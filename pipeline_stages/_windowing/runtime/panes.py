@@ -10,18 +10,25 @@ decides what one holds and emits:
   its previous pane. Documents are counted per window in arrival order when they enter it
   (before the inner stages: one the inner `$match` drops or fails counts too), so the fold
   of a segment is cut at each window's count boundaries and panes do not depend on the
-  micro-batch size;
+  micro-batch size. `early: {every: d}` (processing time): the first document that reaches
+  the window since its previous pane sets the window's timer to `now + d`; the pane fires
+  at the start of the first segment whose processing time reached it (`fire_due`: before
+  that segment's documents, before idleTimeout closes, after partition-idleness rises,
+  as the reference model orders its clock). A timer pane that emits nothing is not fired,
+  and the next document sets the timer again;
 * **ON_TIME**: without `late`, when the window closes by Atlas's rule (the fixed core's
   `_close`). With `late` (the Beam model), at the first watermark change that reaches the
   window's end (`W >= end`), after the documents of that source position; the window stays
   open until Atlas's rule closes it;
-* **LATE** (`late: {count: N}`): after the ON_TIME pane, counted as EARLY is; when the window
-  finally closes, a last LATE pane if documents reached it since its previous pane;
+* **LATE** (`late: {count: N}` or `{every: d}`): after the ON_TIME pane, counted or timed as
+  EARLY is (the ON_TIME pane drops the window's EARLY timer); when the window finally
+  closes, a last LATE pane if documents reached it since its previous pane;
 * a pane that emits nothing is not fired: it takes no index and the window's count and
   content stay as they were (the next document tries again).
 
-The pane state (`PaneCounts`, per window start) lives in `FixedState.panes`, so a restart from
-the checkpoint continues each window's index, count and phase.
+The pane state (`PaneCounts`, per window start) lives in `FixedState.panes` and the timers in
+`FixedState.pane_timers`, so a restart from the checkpoint continues each window's index,
+count, phase and timer.
 """
 
 from __future__ import annotations
@@ -38,15 +45,9 @@ from pipeline_stages._windowing.runtime.pane_firing import (
     EARLY,
     LATE,
     ON_TIME,
-    Emitted,
     PaneFirer,
 )
-
-#: Per window start: `[index of the next pane, documents since the previous pane, 1 once the
-#: ON_TIME pane of the `late` model fired]` (a list, not a dataclass: the state pickles
-#: thousands of them per micro-batch).
-PaneCounts = list[int]
-INDEX, SINCE, ON_TIME_DONE = 0, 1, 2
+from pipeline_stages._windowing.runtime.pane_state import ON_TIME_DONE, SINCE, PaneCounts
 
 #: A fire attempt in the segment's loop: `(document, kind, window, pair)`; at one document,
 #: count attempts (kind 0) come before the ON_TIME pane of a watermark change (kind 1).
@@ -67,16 +68,50 @@ def document_index(seg: Segment, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.
 class FixedPanes:
     """Fires the panes of one operator's fixed windows (see the module docstring)."""
 
-    def __init__(self, spec: C.PaneSpec, firer: PaneFirer, counts: dict[int, PaneCounts]) -> None:
+    def __init__(
+        self,
+        spec: C.PaneSpec,
+        firer: PaneFirer,
+        counts: dict[int, PaneCounts],
+        timers: dict[int, int],
+    ) -> None:
         self.spec = spec
         self.firer = firer
         self.windows = firer.windows
         self.counts = counts
+        #: Per window start, the processing time its `every` pane fires at (`fire_due`).
+        self.timers = timers
         self.size = firer.size
 
     def trigger_count(self, start: int) -> int | None:
         """The count of the window's current phase (EARLY before its ON_TIME pane, else LATE)."""
         return self.spec.late_count if self.counts[start][ON_TIME_DONE] else self.spec.early_count
+
+    def every_ms(self, start: int) -> int | None:
+        """The `every` period of the window's current phase (None: it fires on counts)."""
+        late = self.counts[start][ON_TIME_DONE]
+        return self.spec.late_every_ms if late else self.spec.early_every_ms
+
+    def arm(self, starts: list[int], now: int) -> None:
+        """Documents reached windows `starts` in their current phase at processing time
+        `now`: each window without a timer whose phase fires on the clock sets one."""
+        for start in starts:
+            every = self.every_ms(start)
+            if every is not None and start not in self.timers:
+                self.timers[start] = now + every
+
+    def fire_due(self, now: int, *, part: int, seq: int) -> None:
+        """Processing time reached `now`: fire the panes whose timer is due, in start order
+        (attributed to the latest source position `(seq, part)`, as idle closes are)."""
+        for start in sorted(s for s, due in self.timers.items() if due <= now):
+            del self.timers[start]
+            counts = self.counts.setdefault(start, [0, 0, 0])
+            timing = LATE if counts[ON_TIME_DONE] else EARLY
+            self.firer.fire(start, timing, counts, part=part, seq=seq)
+
+    def next_due(self) -> int | None:
+        """The earliest timer (the operator's wake-up), None without one."""
+        return min(self.timers.values(), default=None)
 
     def admit(
         self,
@@ -99,8 +134,10 @@ class FixedPanes:
         fresh = {s for s in np.unique(starts[reached]).tolist() if s not in self.counts}
         for start in fresh:
             self.counts[start] = [0, 0, 0]
-        if self.spec.early_count is None and self.spec.late_count is None:
+        if not self.spec.has_count and not self.spec.has_late:
             self.firer.admit(seg, rows[item_rows], starts[item_rows, item_k], orders)
+            if self.spec.uses_clock:
+                self.arm(np.unique(starts[reached]).tolist(), seg.now)
             return
         docs = document_index(seg, rows)
         pair_rows, pair_k = np.nonzero(reached)
@@ -123,7 +160,7 @@ class FixedPanes:
         watermark change that reaches its end (the first one at or after the window's first
         document, as the reference model sees the window only from then on)."""
         before, after = watermarks
-        if self.spec.late_count is None:
+        if not self.spec.has_late:
             return {}
         changed = np.flatnonzero(after > before)
         if not len(changed):
@@ -147,6 +184,7 @@ class FixedPanes:
         """The watermark reached the window's end: its ON_TIME pane (the `late` model); the
         window's count restarts for its LATE panes whether the pane fired or not."""
         counts = self.counts[start]
+        self.timers.pop(start, None)
         if not self.firer.fire(start, ON_TIME, counts, part=part, seq=seq):
             self.firer.forget_since(start)
         counts[ON_TIME_DONE] = 1
@@ -154,7 +192,7 @@ class FixedPanes:
 
     def rise(self, watermark: int, *, part: int, seq: int) -> None:
         """The watermark rose outside a document: the ON_TIME panes it reaches (`late`)."""
-        if self.spec.late_count is None:
+        if not self.spec.has_late:
             return
         for start in sorted(self.windows):
             counts = self.counts.setdefault(start, [0, 0, 0])
@@ -174,6 +212,7 @@ class FixedPanes:
         finally:
             self.windows.pop(start, None)
             self.counts.pop(start, None)
+            self.timers.pop(start, None)
             self.firer.drop(start)
 
 
@@ -236,6 +275,8 @@ class _Loop:
         self.base: list[int] = []
         self.limit: list[int] = []
         self.reach_pos: dict[int, int] = {}
+        #: Per window whose ON_TIME pane the segment fires, its first pair after that pane.
+        self.split: dict[int, int] = {}
         heap: list[tuple[int, int, int, int]] = []
         for w, start in enumerate(self.window_starts):
             lo, hi = self.bounds[w], self.bounds[w + 1]
@@ -246,6 +287,7 @@ class _Loop:
                 last = int(np.searchsorted(row_pos, pos, side="right")) - 1
                 doc = int(self.docs[last]) if last >= 0 else -1
                 self.limit[w] = lo + int(np.searchsorted(self.pair_docs[lo:hi], doc, "right"))
+                self.split[w] = self.limit[w]
                 self.reach_pos[w] = pos
                 heap.append((doc, _REACH, w, self.limit[w]))
             self._push(heap, w, self.base[w], first=lo)
@@ -260,6 +302,15 @@ class _Loop:
         for w, start in enumerate(self.window_starts):
             self.panes.counts[start][SINCE] = self.bounds[w + 1] - 1 - self.base[w]
         self.admit_through(n_docs - 1)
+        if self.panes.spec.uses_clock:
+            # A window whose ON_TIME pane fired here has its LATE phase from that pane on.
+            phase_from = [self.split.get(w, self.bounds[w]) for w in range(len(self.window_starts))]
+            armed = [
+                start
+                for w, start in enumerate(self.window_starts)
+                if phase_from[w] < self.bounds[w + 1]
+            ]
+            self.panes.arm(armed, self.seg.now)
 
     def _push(
         self, heap: list[tuple[int, int, int, int]], w: int, after: int, *, first: int
@@ -294,42 +345,4 @@ class _Loop:
         self._push(heap, w, at - 1, first=at)
 
 
-def pane_counts(state: Any) -> dict[int, PaneCounts]:
-    """`state.panes`, added to a state pickled before panes existed (and each window's phase
-    flag to counts pickled before `late` panes existed)."""
-    counts: dict[int, PaneCounts] | None = getattr(state, "panes", None)
-    if counts is None:
-        counts = {}
-        state.panes = counts
-    for entry in counts.values():
-        if len(entry) < 3:
-            entry.append(0)
-    return counts
-
-
-def pane_updated(state: Any) -> dict[int, set[Any]]:
-    """`state.pane_updated`, added to a state pickled before `onlyUpdatedPanes` was fired."""
-    updated: dict[int, set[Any]] | None = getattr(state, "pane_updated", None)
-    if updated is None:
-        updated = {}
-        state.pane_updated = updated
-    return updated
-
-
-def pane_emitted(state: Any) -> dict[int, dict[Any, list[Emitted]]]:
-    """`state.pane_emitted`, added to a state pickled before retractions were fired."""
-    emitted: dict[int, dict[Any, list[Emitted]]] | None = getattr(state, "pane_emitted", None)
-    if emitted is None:
-        emitted = {}
-        state.pane_emitted = emitted
-    return emitted
-
-
-__all__ = [
-    "FixedPanes",
-    "PaneCounts",
-    "document_index",
-    "pane_counts",
-    "pane_emitted",
-    "pane_updated",
-]
+__all__ = ["FixedPanes", "document_index"]

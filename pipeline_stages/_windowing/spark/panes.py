@@ -1,11 +1,12 @@
 """Which panes (issue 25) a window's compile lets through to the operator (`C.PaneSpec`).
 
-The operator fires count-based EARLY panes, the ON_TIME pane, and count-based LATE panes
-(`trigger.late.count`, the Beam model) of tumbling and hopping event-time windows, accumulating
-(with or without `onlyUpdatedPanes`), discarding or accumulating and retracting
-(`runtime.panes`, `runtime.pane_firing`); and count-based EARLY panes and the ON_TIME pane of
-session windows, in the same modes, with retractions when sessions merge
-(`runtime.session_panes`). Everything else the parser accepts (`_windowing.triggers`) is refused at its path with `unsupported_option`: a
+The operator fires EARLY panes (`trigger.early`: `count` or processing-time `every`), the
+ON_TIME pane, and LATE panes (`trigger.late`, `count` or `every`, the Beam model) of tumbling
+and hopping event-time windows, accumulating (with or without `onlyUpdatedPanes`), discarding
+or accumulating and retracting (`runtime.panes`, `runtime.pane_firing`); and count-based EARLY
+panes and the ON_TIME pane of session windows, in the same modes, with retractions when
+sessions merge (`runtime.session_panes`). Everything else the parser accepts
+(`_windowing.triggers`) is refused at its path with `unsupported_option`: a
 window is never run without the panes its user asked for.
 """
 
@@ -21,12 +22,12 @@ from pipeline_stages._windowing.spark.inner import InnerSplit
 def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.PaneSpec | None:
     """The panes the window fires (`C.PaneSpec`; None without `trigger`: Atlas's one result).
 
-    The operator fires count-based EARLY and LATE panes and the ON_TIME pane of tumbling and
-    hopping event-time windows, in every `accumulationMode` (`onlyUpdatedPanes` too;
-    `runtime.panes`), and count-based EARLY panes and the ON_TIME pane of session windows
+    The operator fires EARLY and LATE panes (`count` or `every`) and the ON_TIME pane of
+    tumbling and hopping event-time windows, in every `accumulationMode` (`onlyUpdatedPanes`
+    too; `runtime.panes`), and count-based EARLY panes and the ON_TIME pane of session windows
     (`runtime.session_panes`). Refused at their paths, never run without the panes their user
-    asked for: `trigger` on sliding, global and processing-time windows, `trigger.late` on
-    sessions, `early.every` and `late.every`."""
+    asked for: `trigger` on sliding, global and processing-time windows, and `trigger.late`
+    and `every` on sessions."""
     trigger = spec.trigger
     if trigger is None:
         return None
@@ -39,12 +40,6 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
         refusals.append((("trigger",), f"trigger {not_yet} on processing-time windows"))
     elif kind == "session":
         refusals += _session_refusals(trigger, key, not_yet)
-    if trigger.early is not None and trigger.early.every is not None:
-        refusals.append((("trigger", "early", "every"), f"trigger.early.every {not_yet}: "
-                         "they fire count-based early panes (early.count)"))  # fmt: skip
-    if trigger.late is not None and trigger.late.every is not None:
-        refusals.append((("trigger", "late", "every"), f"trigger.late.every {not_yet}: "
-                         "they fire count-based late panes (late.count)"))  # fmt: skip
     mode = spec.accumulation
     first: dict[tuple[str, ...], str] = {}
     for loc, message in refusals:  # one problem per field: the first reason
@@ -55,10 +50,14 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
         )
     if refusals:
         return None
-    early = trigger.early.count if trigger.early is not None else None
-    late = trigger.late.count if trigger.late is not None else None
+    early, late = trigger.early, trigger.late
     return C.PaneSpec(
-        mode=mode, early_count=early, late_count=late, only_updated=trigger.only_updated_panes
+        mode=mode,
+        early_count=early.count if early is not None else None,
+        late_count=late.count if late is not None else None,
+        only_updated=trigger.only_updated_panes,
+        early_every_ms=early.every_ms if early is not None else None,
+        late_every_ms=late.every_ms if late is not None else None,
     )
 
 
