@@ -42,7 +42,7 @@ from pipeline_stages._windowing.runtime.pane_firing import (
     PaneFirer,
     restamp,
 )
-from pipeline_stages._windowing.runtime.panes import INDEX, SINCE, PaneCounts
+from pipeline_stages._windowing.runtime.pane_state import INDEX, SINCE, PaneCounts
 
 if TYPE_CHECKING:
     from pipeline_stages._windowing.runtime.session import Session
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 class SessionPane:
     """One session window's pane state (pickled with its session)."""
 
-    #: `[index of the next pane, documents since the previous pane, 0]` (`runtime.panes`).
+    #: `[index of the next pane, documents since the previous pane, 0]` (`runtime.pane_state`).
     counts: PaneCounts = field(default_factory=lambda: [0, 0, 0])
     #: The members that arrived since the previous pane.
     since: list[Member] = field(default_factory=list)
