@@ -29,6 +29,9 @@ def _offsets(value: object) -> dict[str, dict[str, int]] | None:
     for topic, parts in strip(dict(value)).items():
         if not isinstance(parts, Mapping):
             return None
+        # Partitions are numbers: any other shape is not Kafka's (never a stats error).
+        if not all(str(p).isdigit() for p in parts):
+            return None
         try:
             found[str(topic)] = {str(p): int(o) for p, o in parts.items()}
         except (TypeError, ValueError):

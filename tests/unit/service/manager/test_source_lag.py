@@ -33,6 +33,7 @@ def test_non_kafka_or_unknown_latest_offset_is_no_data() -> None:
     assert kafka_lag({"endOffset": {"t": {"0": 1}}}) is None
     assert kafka_lag({"latestOffset": "not json", "endOffset": "{}"}) is None
     assert kafka_lag({"latestOffset": {"offset": 5}, "endOffset": {"offset": 3}}) is None
+    assert kafka_lag({"latestOffset": {"f": {"a": 5}}, "endOffset": {"f": {"a": 3}}}) is None
 
 
 def test_a_throttled_kafka_source_has_its_lag_too() -> None:
