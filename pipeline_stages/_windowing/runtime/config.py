@@ -263,8 +263,8 @@ class OperatorSpec:
         """Whether buckets may have to run in micro-batches without their input: something
         closes windows or fires panes on the wall clock (`idleTimeout`, processing-time
         windows, partition idleness, `every` triggers; `runtime.operator.state_timeout_ms`
-        says when). Otherwise only input moves the
-        watermark, and an input-less call would only unpickle and rewrite the state."""
+        says when). Otherwise only input moves the watermark, and an input-less call would
+        only unpickle and rewrite the state."""
         if self.source.test_clock:  # clock rows are input: the bucket runs on them
             return False
         return (

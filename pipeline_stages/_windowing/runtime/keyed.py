@@ -133,16 +133,28 @@ def emit_members(
     window = window_meta(start, end, partition)
     for member in ordered:
         if member.failure is not None:
-            part, seq, sub, ts, doc, meta, reason, operator = member.failure
-            doc, meta = inner.with_window(doc, meta, window)
-            out.dlq(
-                part=part, seq=seq, sub=sub, event_ms=ts, doc=doc, meta=meta, reason=reason,
-                operator=operator, window_start=start, at=position,
-            )  # fmt: skip
+            dead_letter(inner, out, member.failure, window, window_start=start, at=position)
     part, seq = position[1], position[0]
     inner.emit(
         member_content(inner, ordered), start=start, end=end, part=part, seq=seq,
         partition=partition, inject=True, key_prefix=f"{partition_text}|",
+    )  # fmt: skip
+
+
+def dead_letter(
+    inner: InnerRuntime,
+    out: Emitter,
+    failure: tuple[Any, ...],
+    window: dict[str, Any],
+    **where: Any,
+) -> None:
+    """A member's inner failure (`Member.failure`) to the DLQ, its window's metadata
+    (`window`) on the document; `where`: the envelope's position (`Emitter.dlq`)."""
+    part, seq, sub, ts, doc, meta, reason, operator = failure
+    doc, meta = inner.with_window(doc, meta, window)
+    out.dlq(
+        part=part, seq=seq, sub=sub, event_ms=ts, doc=doc, meta=meta, reason=reason,
+        operator=operator, **where,
     )  # fmt: skip
 
 
@@ -173,6 +185,7 @@ __all__ = [
     "Rows",
     "LateOnce",
     "close_position",
+    "dead_letter",
     "decode_rows",
     "emit_members",
     "key_text",

@@ -8,9 +8,9 @@ into processing-time segments, and runs each segment through the window core:
   rows is an idle segment, and it comes from a `ProcessingTimeTimeout` the previous call set
   (`state_timeout_ms`): when something closes windows or fires panes on the wall clock
   (idleTimeout, partition idleness, processing-time windows, `every` triggers:
-  `OperatorSpec.runs_when_idle`), at the next instant that can act. Otherwise only input moves the watermark and no timeout is
-  set: the bucket runs only with input (and its query runs no micro-batch without input,
-  `session.start_query`). Every call unpickles and rewrites the bucket's whole state, so an
+  `OperatorSpec.runs_when_idle`), at the next instant that can act. Otherwise only input
+  moves the watermark and no timeout is set: the bucket runs only with input (and its query
+  runs no micro-batch without input, `session.start_query`). Every call unpickles and rewrites the bucket's whole state, so an
   idle processor no longer pays that per trigger (`benchmarks/window_idle.py`). The query
   keeps `ProcessingTimeTimeout` either way: the timeout mode is part of the state schema,
   and switching it would break existing checkpoints;

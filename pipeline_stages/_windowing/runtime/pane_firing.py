@@ -149,10 +149,8 @@ class PaneFirer:
             group = sort_key(decoded.get("_id") if isinstance(decoded, dict) else None)
             if group not in fresh:
                 fresh[group] = []
-                for old_key, old_doc, old_meta in last.pop(group, []):
-                    doc_text = restamp(old_doc, retracted)
-                    meta_text = restamp(old_meta, retracted, meta=True)
-                    self._emit(start, part, seq, RETRACTION_KEY + old_key, doc_text, meta_text)
+                for earlier in last.pop(group, []):
+                    self._emit(start, part, seq, *retraction(earlier, retracted))
             fresh[group].append((key, doc, meta))
             self._emit(start, part, seq, key, doc, meta)
         last.update(fresh)
@@ -177,6 +175,13 @@ class PaneFirer:
         """The window closed: forget what its panes kept."""
         self.updated.pop(start, None)
         self.emitted.pop(start, None)
+
+
+def retraction(result: Emitted, retracted: dict[str, Any]) -> Emitted:
+    """The retraction of an emitted result: its key marked, its document and metadata stamped
+    with `retracted` (the new pane, with `"retraction": true`)."""
+    key, doc, meta = result
+    return RETRACTION_KEY + key, restamp(doc, retracted), restamp(meta, retracted, meta=True)
 
 
 def restamp(text: str, pane: dict[str, Any], *, meta: bool = False) -> str:

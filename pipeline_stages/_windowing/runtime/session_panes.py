@@ -33,14 +33,13 @@ from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.blocking import fold
 from pipeline_stages._windowing.runtime.emit import Emitter
 from pipeline_stages._windowing.runtime.inner import InnerRuntime
-from pipeline_stages._windowing.runtime.keyed import Member, member_content
+from pipeline_stages._windowing.runtime.keyed import Member, dead_letter, member_content
 from pipeline_stages._windowing.runtime.pane_firing import (
     EARLY,
     ON_TIME,
-    RETRACTION_KEY,
     Emitted,
     PaneFirer,
-    restamp,
+    retraction,
 )
 from pipeline_stages._windowing.runtime.pane_state import INDEX, SINCE, PaneCounts
 
@@ -122,8 +121,8 @@ class SessionPanes:
                 fold(self.inner.group, pane.content, [(member.order, *member.item)])
             else:
                 pane.content.append((member.order, *member.item))
-        if member.failure is not None:
-            self._dead_letter(member.failure)
+        if member.failure is not None:  # at arrival: the window's bounds are not final
+            dead_letter(self.inner, self.out, member.failure, {})
         count = self.spec.early_count
         if count is not None and pane.counts[SINCE] >= count:
             self.fire(session, EARLY, part=part, seq=seq)
@@ -164,10 +163,10 @@ class SessionPanes:
         self, session: Session, pane: dict[str, Any], *, part: int, seq: int
     ) -> None:
         retracted = {**pane, "retraction": True}
-        for start, end, (key, doc, meta) in self._pane(session).pending:
+        for start, end, result in self._pane(session).pending:
+            key, doc, meta = retraction(result, retracted)
             self.out.result(
-                part=part, seq=seq, start=start, end=end, key=RETRACTION_KEY + key,
-                doc=restamp(doc, retracted), meta=restamp(meta, retracted, meta=True),
+                part=part, seq=seq, start=start, end=end, key=key, doc=doc, meta=meta
             )  # fmt: skip
 
     def _groups(self, members: list[Member]) -> set[Any]:
@@ -176,14 +175,6 @@ class SessionPanes:
         if self.inner.group is None:
             return {None} if items else set()
         return {item[0] for item in items}
-
-    def _dead_letter(self, failure: tuple[Any, ...]) -> None:
-        part, seq, sub, ts, doc, meta, reason, operator = failure
-        doc, meta = self.inner.with_window(doc, meta, {})
-        self.out.dlq(
-            part=part, seq=seq, sub=sub, event_ms=ts, doc=doc, meta=meta, reason=reason,
-            operator=operator,
-        )  # fmt: skip
 
     @staticmethod
     def _pane(session: Session) -> SessionPane:
