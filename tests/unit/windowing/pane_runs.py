@@ -10,6 +10,7 @@ import pandas as pd
 from pipeline_stages._stream.frame import KIND_OUTPUT
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.operator import make_operator
+from tests.conformance.reference_model import ReferenceExecutor
 from tests.unit.windowing.group_state import FakeState
 from tests.unit.windowing.test_idle_wake import rows
 
@@ -46,3 +47,23 @@ def pane_results(
         ):
             out.append((int(start), json.loads(meta)["window"]["pane"], json.loads(doc)))
     return out
+
+
+def reference_trigger(pane: C.PaneSpec, only_updated: bool) -> dict[str, Any]:
+    """The window's `trigger` field for the count-based panes `pane` describes."""
+    trigger: dict[str, Any] = {"onlyUpdatedPanes": only_updated}
+    if pane.early_count is not None:
+        trigger["early"] = {"count": pane.early_count}
+    if pane.late_count is not None:
+        trigger["late"] = {"count": pane.late_count}
+    return trigger
+
+
+def reference_emitted(stage: str, window: dict[str, Any], docs: list[dict[str, Any]]) -> list[Any]:
+    """What the reference model emits for `docs` (event time in `t`, fed as one arrival
+    batch) through the window stage `stage` with body `window`."""
+    executor = ReferenceExecutor()
+    executor.start([{"$source": {"timeField": "$t"}}, {stage: window}])
+    executor.feed(docs)
+    emitted, _ = executor.drain()
+    return emitted

@@ -21,9 +21,8 @@ from pipeline_stages._stream.frame import KIND_OUTPUT
 from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.operator import make_operator
-from tests.conformance.reference_model import ReferenceExecutor
 from tests.unit.windowing.group_state import FakeState
-from tests.unit.windowing.pane_runs import pane_results
+from tests.unit.windowing.pane_runs import pane_results, reference_emitted, reference_trigger
 from tests.unit.windowing.test_idle_wake import rows, spec
 
 SIZE_MS = 10_000
@@ -65,28 +64,18 @@ def reference_panes(
     times: list[int],
     keys: list[str],
 ) -> list[Any]:
-    trigger: dict[str, Any] = {"onlyUpdatedPanes": only_updated}
-    if pane.early_count is not None:
-        trigger["early"] = {"count": pane.early_count}
-    if pane.late_count is not None:
-        trigger["late"] = {"count": pane.late_count}
     window = {
         "interval": {"size": SIZE_MS, "unit": "ms"},
         "hopSize": {"size": hop_ms, "unit": "ms"},
         "allowedLateness": {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0,
-        "trigger": trigger,
+        "trigger": reference_trigger(pane, only_updated),
         "accumulationMode": pane.mode,
         "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
     }
-    executor = ReferenceExecutor()
-    executor.start([{"$source": {"timeField": "$t"}}, {"$hoppingWindow": window}])
-    executor.feed(
-        [
-            {"t": {"$date": {"$numberLong": str(t)}}, "k": k}
-            for t, k in zip(times, keys, strict=True)
-        ]
-    )
-    emitted, _ = executor.drain()
+    docs = [
+        {"t": {"$date": {"$numberLong": str(t)}}, "k": k} for t, k in zip(times, keys, strict=True)
+    ]
+    emitted = reference_emitted("$hoppingWindow", window, docs)
     start_of = lambda d: d["_stream_meta"]["window"]["start"]["$date"]  # noqa: E731
     return [(start_of(d), d["_stream_meta"]["window"]["pane"], d["_id"], d["n"]) for d in emitted]
 

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from pipeline_stages._windowing.runtime import config as C
-from tests.conformance.reference_model import ReferenceExecutor
-from tests.unit.windowing.pane_runs import pane_results
+from tests.unit.windowing.pane_runs import pane_results, reference_emitted, reference_trigger
 from tests.unit.windowing.test_idle_wake import spec
 
 GAP_MS = 3_000
@@ -57,26 +56,19 @@ def operator_panes(
 def reference_panes(
     pane: C.PaneSpec, lateness_ms: int, docs: tuple[list[int], list[str], list[str]]
 ) -> list[Any]:
-    trigger: dict[str, Any] = {"onlyUpdatedPanes": pane.only_updated}
-    if pane.early_count is not None:
-        trigger["early"] = {"count": pane.early_count}
     window = {
         "partitionBy": "$p",
         "gap": {"size": GAP_MS, "unit": "ms"},
         "allowedLateness": {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0,
-        "trigger": trigger,
+        "trigger": reference_trigger(pane, pane.only_updated),
         "accumulationMode": pane.mode,
         "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
     }
-    executor = ReferenceExecutor()
-    executor.start([{"$source": {"timeField": "$t"}}, {"$sessionWindow": window}])
-    executor.feed(
-        [
-            {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p}
-            for t, k, p in zip(*docs, strict=True)
-        ]
-    )
-    emitted, _ = executor.drain()
+    fed = [
+        {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p}
+        for t, k, p in zip(*docs, strict=True)
+    ]
+    emitted = reference_emitted("$sessionWindow", window, fed)
     out = []
     for d in emitted:
         window = d["_stream_meta"]["window"]
@@ -158,15 +150,11 @@ def test_session_panes_of_buffered_documents_are_the_reference_models(mode: str,
         "accumulationMode": mode,
         "pipeline": [{"$sort": {"i": -1}}],
     }
-    executor = ReferenceExecutor()
-    executor.start([{"$source": {"timeField": "$t"}}, {"$sessionWindow": window}])
-    executor.feed(
-        [
-            {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p, "i": i}
-            for i, (t, k, p) in enumerate(zip(*docs, strict=True))
-        ]
-    )
-    emitted, _ = executor.drain()
+    fed = [
+        {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p, "i": i}
+        for i, (t, k, p) in enumerate(zip(*docs, strict=True))
+    ]
+    emitted = reference_emitted("$sessionWindow", window, fed)
     expected = [
         (
             _ms(d["_stream_meta"]["window"]["start"]["$date"]),
