@@ -53,6 +53,12 @@ BASE_CONF: dict[str, str] = {
     # most likely Spark matching the long Python error text when deciding whether the
     # failure was the stop (SPARK-39218).
     "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods -Xss16m",
+    # A 16 MB document (MongoDB's limit) needs 600-800 MB of heap on its way through one
+    # processor (VARIANT, its JSON text as UTF-16, Jackson's doubling buffer, the Arrow batch
+    # to the sink's worker), and in local mode the executors share the driver's heap: with
+    # Spark's 1g default, a long-running JVM died of OutOfMemoryError with every query on it
+    # (RESULTS.md, ninth session). A ceiling, not a reservation; a setting overrides it.
+    "spark.driver.memory": "2g",
     "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
 }
 
