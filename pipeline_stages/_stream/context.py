@@ -43,6 +43,10 @@ class CompileContext:
     connections: Mapping[str, ConnectionInfo] = field(default_factory=dict)
     #: Overrides of the `documents` source batch size (`sluice process --batch-size`).
     batch_size: int | None = None
+    #: The `documents` source's batch size when neither `batch_size` nor the pipeline's
+    #: `config.batchSize` gives one: None keeps Atlas's one document per micro-batch; 0 means
+    #: every document in the first micro-batch (`sluice process`).
+    documents_batch_default: int | None = None
     #: Where file-backed sources and spools live.
     data_dir: str = ".sluice"
     #: Test hook: the wall-clock base (ms) the documents source stamps documents with.

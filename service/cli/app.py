@@ -88,7 +88,12 @@ def process(
     pipeline_file: Annotated[str, typer.Argument(help="Pipeline JSON file, or - for stdin.")],
     batch_size: Annotated[
         int | None,
-        typer.Option("--batch-size", min=1, help="Documents per micro-batch (documents source)."),
+        typer.Option(
+            "--batch-size",
+            min=1,
+            help="Documents per micro-batch of a documents source (default: its batchSize, "
+            "else all of them).",
+        ),
     ] = None,
     max_seconds: Annotated[
         float, typer.Option("--max-seconds", help="Stop after this long (Atlas: 10 minutes).")

@@ -28,6 +28,7 @@ def compile_context(
     has_dlq: bool,
     data_dir: str | None = None,
     batch_size: int | None = None,
+    documents_batch_default: int | None = None,
     window_engine: str | None = None,
     window_buckets: int | None = None,
     lookup_stores: Any = None,
@@ -41,6 +42,7 @@ def compile_context(
         problems=ProblemCollector(),
         has_dlq=has_dlq,
         batch_size=batch_size,
+        documents_batch_default=documents_batch_default,
         connections={
             name: ConnectionInfo(c.name, c.type, dict(c.config)) for name, c in connections.items()
         },

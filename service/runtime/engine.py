@@ -64,7 +64,8 @@ class ProcessRequest:
     Attributes:
         name: The ephemeral processor's name (DLQ records carry it).
         pipeline: The pipeline, checked without Spark already.
-        batch_size: Documents per micro-batch of a `documents` source (None: all at once).
+        batch_size: Documents per micro-batch of a `documents` source (None: the pipeline's
+            `config.batchSize`, else all at once).
         max_seconds: The longest the run may take.
         connections: The service's connections (secrets included: never log this).
         local_store: The `DocumentStore` of the `local` connection.

