@@ -46,6 +46,8 @@ class CompiledPipeline:
     finite_total: int | None
     has_window: bool
     closes_on_clock: bool
+    #: Whether panes fire on the wall clock (`WindowPlan.fires_panes_on_clock`).
+    fires_panes_on_clock: bool
     #: Whether the query needs Spark's micro-batches without input (`start_query`).
     runs_when_idle: bool
     sink: Any | None
@@ -146,6 +148,7 @@ def compile_after_source(
         finite_total=source_plan.finite_total,
         has_window=window is not None,
         closes_on_clock=window.closes_on_clock if window is not None else False,
+        fires_panes_on_clock=window.fires_panes_on_clock if window is not None else False,
         runs_when_idle=window.runs_when_idle if window is not None else False,
         sink=sink,
         source_type=source_plan.source_type,

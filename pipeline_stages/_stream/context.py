@@ -105,6 +105,9 @@ class WindowPlan:
     envelopes: DataFrame
     #: True when windows can close without new input (idleTimeout, processing time).
     closes_on_clock: bool = False
+    #: True when panes fire on the wall clock (`every` triggers): the operator's stats say
+    #: when the next one is due (`nextPaneDue`).
+    fires_panes_on_clock: bool = False
     #: True when the operator must be able to run in micro-batches without input (a wall-clock
     #: rule, partition idleness included: `OperatorSpec.runs_when_idle`).
     runs_when_idle: bool = False

@@ -66,6 +66,8 @@ class StdoutWriter:
     out: TextIO
     print_outputs: bool = True
     open_windows_by_bucket: dict[int, int] = field(default_factory=dict)
+    #: Per bucket, whether an `every` pane is still due (its last stats' `nextPaneDue`).
+    panes_due_by_bucket: dict[int, bool] = field(default_factory=dict)
     batches: int = 0
     #: Micro-batch id of the latest window stats (None before any).
     stats_batch: int | None = None
@@ -102,7 +104,9 @@ class StdoutWriter:
                 self.out.write(json.dumps({"_dlqMessage": batch.dlq[index]}) + "\n")
         self.out.flush()
         for stats in batch.stats:
-            self.open_windows_by_bucket[int(stats.get("bucket", 0))] = int(stats["openWindows"])
+            bucket = int(stats.get("bucket", 0))
+            self.open_windows_by_bucket[bucket] = int(stats["openWindows"])
+            self.panes_due_by_bucket[bucket] = stats.get("nextPaneDue") is not None
             self.stats_batch = batch.batch_id
         self.batches += 1
 
@@ -110,6 +114,11 @@ class StdoutWriter:
     def open_windows(self) -> int:
         """Open windows reported by the window operator's last stats."""
         return sum(self.open_windows_by_bucket.values())
+
+    @property
+    def panes_due(self) -> bool:
+        """Whether the window operator's last stats still expect an `every` pane."""
+        return any(self.panes_due_by_bucket.values())
 
 
 def split_document(document: Any) -> tuple[Any, dict[str, Any]]:
@@ -352,7 +361,8 @@ def _failure(query: Any, sink: Any) -> str | None:
 
 
 def _finished(compiled: Any, query: Any, writer: StdoutWriter, sink: Any) -> bool:
-    """A finite source is exhausted and no window can still close on the clock.
+    """A finite source is exhausted, no window can still close on the clock and no `every`
+    pane is still due (the panes of the last documents fire before the run ends).
 
     The window operator's stats are only trusted from the micro-batch that consumed the last
     records onwards: earlier stats describe a stream that was still growing. A batch window
@@ -367,9 +377,10 @@ def _finished(compiled: Any, query: Any, writer: StdoutWriter, sink: Any) -> boo
         sink.flush()
     except WindowFoldError:
         return False  # the caller reports it (`_failure`)
-    if not compiled.closes_on_clock:
+    if not compiled.closes_on_clock and not compiled.fires_panes_on_clock:
         return True
     if writer.exhausted_batch is None:
         writer.exhausted_batch = int(progress["batchId"])
     fresh = writer.stats_batch is not None and writer.stats_batch >= writer.exhausted_batch
-    return fresh and writer.open_windows == 0
+    closed = not compiled.closes_on_clock or writer.open_windows == 0
+    return fresh and closed and not (compiled.fires_panes_on_clock and writer.panes_due)

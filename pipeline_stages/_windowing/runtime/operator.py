@@ -171,8 +171,12 @@ def wake_instants(spec: C.OperatorSpec, core: Any) -> list[int | None]:
     else:
         clock_rule = core.idle_wake_ms()
     partition_rule = core.clock.partition_idle_due_ms(spec.source.partition_idle_timeout_ms)
-    pane_rule = core.clock_wake_ms() if spec.panes is not None and spec.panes.uses_clock else None
-    return [clock_rule, partition_rule, pane_rule]
+    return [clock_rule, partition_rule, pane_wake(spec, core)]
+
+
+def pane_wake(spec: C.OperatorSpec, core: Any) -> int | None:
+    """When the core's next `every` pane fires (None: no such trigger, or no timer armed)."""
+    return core.clock_wake_ms() if spec.panes is not None and spec.panes.uses_clock else None
 
 
 def load_state(state: Any) -> tuple[Clock, Any]:
@@ -186,9 +190,15 @@ def load_state(state: Any) -> tuple[Clock, Any]:
 
 
 def stats_doc(
-    bucket: int, clock: Clock, starts: list[int], size: int, out: Emitter
+    bucket: int,
+    clock: Clock,
+    starts: list[int],
+    size: int,
+    out: Emitter,
+    pane_due: int | None = None,
 ) -> dict[str, Any]:
-    """The stats row's document."""
+    """The stats row's document; `pane_due`: when the bucket's next `every` pane fires (None:
+    not before new input), which `sluice process` waits for at the end of a finite input."""
     return {
         "bucket": bucket,
         "openWindows": len(starts),
@@ -198,6 +208,7 @@ def stats_doc(
         "maxOpenWindowStartTime": date_json(starts[-1]) if starts else None,
         "dlqMessageCount": out.dlq_count,
         "outputMessageCount": out.results,
+        "nextPaneDue": date_json(pane_due) if pane_due is not None else None,
     }
 
 
@@ -246,7 +257,7 @@ def make_operator(
         # With groups split, every bucket holds every window (content or not): count them once.
         counted_starts = starts if bucket == 0 or not spec.splits_groups else []
         out.stats(
-            stats_doc(bucket, clock, counted_starts, len(blob), out),
+            stats_doc(bucket, clock, counted_starts, len(blob), out, pane_wake(spec, core)),
             part=clock.last_part,
             seq=clock.last_seq,
         )

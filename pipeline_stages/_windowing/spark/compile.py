@@ -243,6 +243,7 @@ def compile_window(
     stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
     envelopes = _operator(shipped, op_spec, stamp)
     closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
+    fires_panes_on_clock = op_spec.panes is not None and op_spec.panes.uses_clock
     batch = None
     if _engine(ctx, path, key) == "batch" and ineligible(op_spec) is None:
         if panes is not None:
@@ -258,6 +259,7 @@ def compile_window(
             envelopes=envelopes,
             batch=batch,
             closes_on_clock=closes_on_clock,
+            fires_panes_on_clock=fires_panes_on_clock,
             runs_when_idle=op_spec.runs_when_idle,
         )
     after = frame_from_envelope(envelopes)
@@ -268,6 +270,7 @@ def compile_window(
         frame=after,
         batch=batch,
         closes_on_clock=closes_on_clock,
+        fires_panes_on_clock=fires_panes_on_clock,
         runs_when_idle=op_spec.runs_when_idle,
     )
 

@@ -1,0 +1,45 @@
+"""`sluice process` (in process, on the shared session) waits for the `every` panes of a
+finite input: the run ends once no pane is due, not as soon as the input is exhausted."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from service.runtime.process import run_process
+
+pytestmark = pytest.mark.spark
+
+
+def test_the_every_pane_of_the_last_documents_fires_before_the_run_ends(spark: Any) -> None:
+    pipeline = [
+        {
+            "$source": {
+                "documents": [
+                    {"id": 1, "ts": "2024-01-01T00:00:01Z"},
+                    {"id": 2, "ts": "2024-01-01T00:00:02Z"},
+                ],
+                "timeField": {"$dateFromString": {"dateString": "$ts"}},
+            }
+        },
+        {
+            # No idleTimeout: the window never closes (no flush at the end of input), so the
+            # EARLY pane, 1 s of processing time after the documents, is all there is.
+            "$tumblingWindow": {
+                "interval": {"size": 60, "unit": "second"},
+                "trigger": {"early": {"every": {"size": 1, "unit": "second"}}},
+                "pipeline": [{"$group": {"_id": None, "ids": {"$push": "$id"}}}],
+            }
+        },
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    code = run_process(pipeline, out=out, err=err, max_seconds=120, spark_factory=lambda: spark)
+    assert code == 0, err.getvalue()
+    assert "warning" not in err.getvalue()  # it ended by itself, not at --max-seconds
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(d["ids"], d["_stream_meta"]["window"]["pane"]) for d in lines] == [
+        ([1, 2], {"index": 0, "timing": "EARLY"})
+    ]
