@@ -52,7 +52,10 @@ def probe_kafka(config: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
     }
     started = time.monotonic()
     deadline = started + timeout_s
-    admin = AdminClient(conf, logger=_quiet_logger())
+    try:
+        admin = AdminClient(conf, logger=_quiet_logger())
+    except KafkaException as error:  # librdkafka refused the settings before connecting
+        return _invalid_settings(error.args[0] if error.args else error, started)
     while True:
         remaining = deadline - time.monotonic()
         try:
@@ -83,6 +86,16 @@ def _failure(servers: str, cause: Any, timeout_s: float, started: float) -> dict
         "the connection's security and authentication settings"
     )
     log.debug("Kafka connection test failed: %s", text)
+    return {"ok": False, "error": {"code": code, "message": message}, **_elapsed(started)}
+
+
+def _invalid_settings(cause: Any, started: float) -> dict[str, Any]:
+    code = str(cause.name()) if hasattr(cause, "name") else "KAFKA_ERROR"
+    text = str(cause.str()) if hasattr(cause, "str") else str(cause)
+    message = (
+        f"the Kafka client refused the connection's settings ({code}: {text}); fix the "
+        "connection's config (its keys are librdkafka client properties)"
+    )
     return {"ok": False, "error": {"code": code, "message": message}, **_elapsed(started)}
 
 

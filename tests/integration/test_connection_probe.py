@@ -61,6 +61,21 @@ def test_an_unreachable_cluster_says_what_to_check(client: TestClient) -> None:
     assert printed.exit_code == 1 and json.loads(printed.stdout)["ok"] is False
 
 
+def test_a_setting_the_client_refuses_is_a_failed_check_not_a_500(client: TestClient) -> None:
+    body = {
+        "name": "typo",
+        "type": "Kafka",
+        "bootstrapServers": "127.0.0.1:1",
+        "config": {"socket.timeout.msec": "1000"},  # librdkafka has socket.timeout.ms
+    }
+    assert client.post("/api/v1/connections", json=body).status_code == 201
+    answer = client.post("/api/v1/connections/typo:test", params={"timeout": 2})
+    assert answer.status_code == 200
+    error = answer.json()["error"]
+    assert answer.json()["ok"] is False and error["code"] == "_INVALID_ARG"
+    assert "socket.timeout.msec" in error["message"] and "config" in error["message"]
+
+
 def test_only_kafka_connections_are_tested(client: TestClient) -> None:
     client.post("/api/v1/connections", json={"name": "in", "type": "HttpIngest"})
     mismatch = client.post("/api/v1/connections/in:test")
