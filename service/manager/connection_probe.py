@@ -72,6 +72,39 @@ def probe_kafka(config: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
     return {"ok": True, "brokers": brokers, "topics": topics, **_elapsed(started)}
 
 
+def settings_problems(config: dict[str, Any]) -> list[tuple[tuple[str, ...], str]]:
+    """What librdkafka refuses in a Kafka connection's settings, without connecting:
+    `(location in the connection, message)` per problem.
+
+    Each `config` entry is checked alone first (an unknown property or a value of the wrong
+    kind, located at `config.<key>`), then the whole client configuration (settings that
+    need each other, e.g. a SASL mechanism without credentials, located at the connection).
+    A client built without `bootstrap.servers` opens no connection: this takes microseconds.
+    """
+    from confluent_kafka import KafkaException, Producer
+
+    def refusal(conf: dict[str, str]) -> str | None:
+        try:
+            Producer(conf, logger=_quiet_logger()).flush(0)
+        except KafkaException as error:
+            cause = error.args[0] if error.args else error
+            return str(cause.str()) if hasattr(cause, "str") else str(cause)
+        return None
+
+    found: list[tuple[tuple[str, ...], str]] = []
+    for key, value in (config.get("config") or {}).items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if (message := refusal({str(key): text})) is not None:
+            found.append(
+                (("config", str(key)), f"the Kafka client refuses this setting: {message}")
+            )
+    if not found:
+        whole = {k: v for k, v in client_config(config).items() if k != "bootstrap.servers"}
+        if (message := refusal(whole)) is not None:
+            found.append(((), f"the Kafka client refuses these settings: {message}"))
+    return found
+
+
 #: How long one metadata attempt waits before the errors reported so far are looked at.
 _STEP_S = 0.5
 

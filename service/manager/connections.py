@@ -11,7 +11,10 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from service.errors import ConnectionExists, ConnectionInUse, ConnectionNotFound
+from pipeline_stages._base import Problem, ProblemCode
+from pipeline_stages._problems import loc_to_path
+from service.errors import ConnectionExists, ConnectionInUse, ConnectionNotFound, RequestInvalid
+from service.manager.connection_probe import settings_problems
 from service.manager.stats import utc_now
 from service.runtime.engine import Connection
 from service.schemas.connections import ConnectionCreate
@@ -33,6 +36,8 @@ class ConnectionRegistry:
         """Register a connection; `ConnectionExists` when the name is taken."""
         if body.name in BUILTINS:
             raise ConnectionExists(body.name)
+        if body.type == "Kafka":
+            _check_kafka_settings(body.stored_config())
         record = ConnectionRecord(
             name=body.name,
             type=ConnectionType(body.type),
@@ -128,3 +133,15 @@ def referenced_connections(value: Any) -> set[str]:
         elif isinstance(item, list):
             stack.extend(item)
     return found
+
+
+def _check_kafka_settings(config: dict[str, Any]) -> None:
+    """`RequestInvalid` (422) naming each setting librdkafka refuses, at its JSON path, so a
+    typo in `config` is reported when the connection is made, not when a processor starts."""
+    found = settings_problems(config)
+    if found:
+        problems = [
+            Problem(ProblemCode.INVALID_VALUE, loc_to_path("", loc), message)
+            for loc, message in found
+        ]
+        raise RequestInvalid(problems[0].message, problems=problems)

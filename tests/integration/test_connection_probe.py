@@ -15,6 +15,7 @@ from service.cli.app import app
 from service.cli.output import CliState
 from service.config.settings import Settings
 from service.main import create_app
+from service.manager.connection_probe import probe_kafka
 from service.stores import open_stores
 from tests.kafka_broker import KafkaBroker
 from tests.unit.service.fake_engine import FakeEngine
@@ -61,19 +62,30 @@ def test_an_unreachable_cluster_says_what_to_check(client: TestClient) -> None:
     assert printed.exit_code == 1 and json.loads(printed.stdout)["ok"] is False
 
 
-def test_a_setting_the_client_refuses_is_a_failed_check_not_a_500(client: TestClient) -> None:
-    body = {
-        "name": "typo",
-        "type": "Kafka",
-        "bootstrapServers": "127.0.0.1:1",
-        "config": {"socket.timeout.msec": "1000"},  # librdkafka has socket.timeout.ms
-    }
-    assert client.post("/api/v1/connections", json=body).status_code == 201
-    answer = client.post("/api/v1/connections/typo:test", params={"timeout": 2})
-    assert answer.status_code == 200
-    error = answer.json()["error"]
-    assert answer.json()["ok"] is False and error["code"] == "_INVALID_ARG"
-    assert "socket.timeout.msec" in error["message"] and "config" in error["message"]
+def test_settings_the_client_refuses_are_named_at_creation(client: TestClient) -> None:
+    body: dict[str, Any] = {"name": "typo", "type": "Kafka", "bootstrapServers": "127.0.0.1:1"}
+    for key, value in [("socket.timeout.msec", "1000"), ("socket.timeout.ms", "soon")]:
+        refused = client.post("/api/v1/connections", json={**body, "config": {key: value}})
+        assert refused.status_code == 422, refused.text
+        (problem,) = refused.json()["problems"]
+        assert problem["path"] == f"/config/{key}" and key in problem["message"]
+    # Settings that need each other are checked together: SASL without credentials.
+    sasl = {**body, "security": {"protocol": "SASL_SSL"}, "config": {"sasl.mechanism": "PLAIN"}}
+    refused = client.post("/api/v1/connections", json=sasl)
+    assert (
+        refused.status_code == 422 and "sasl.username" in refused.json()["problems"][0]["message"]
+    )
+    assert client.get("/api/v1/connections/typo").status_code == 404  # nothing was stored
+    good = {**body, "config": {"socket.timeout.ms": 1000, "enable.idempotence": True}}
+    assert client.post("/api/v1/connections", json=good).status_code == 201
+
+
+def test_a_stored_setting_the_client_refuses_is_a_failed_check_not_a_500() -> None:
+    # A connection stored before creation checked its settings reaches the check as it is.
+    config = {"bootstrapServers": "127.0.0.1:1", "config": {"socket.timeout.msec": "1000"}}
+    answer = probe_kafka(config, timeout_s=2)
+    assert answer["ok"] is False and answer["error"]["code"] == "_INVALID_ARG"
+    assert "socket.timeout.msec" in answer["error"]["message"]
 
 
 def test_only_kafka_connections_are_tested(client: TestClient) -> None:

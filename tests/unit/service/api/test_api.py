@@ -179,7 +179,7 @@ def test_connection_secrets_are_write_only(client: TestClient) -> None:
         "type": "Kafka",
         "bootstrapServers": "broker:9092",
         "authentication": {"mechanism": "PLAIN", "username": "u", "password": "hunter2"},
-        "config": {"sasl.jaas.config": "secret stuff", "auto.offset.reset": "earliest"},
+        "config": {"ssl.key.password": "secret stuff", "auto.offset.reset": "earliest"},
     }
     cluster = {"name": "c1", "type": "Cluster", "uri": "mongodb://user:pw@db.example:27017/x"}
     for body in (kafka, cluster):
