@@ -17,9 +17,13 @@ There is no `interval`, `boundary`, `allowedLateness` or `idleTimeout`: they are
 unknown fields. The DLQ operator of a window is that of the first window-aware operator of its
 inner pipeline, so this module has no `OPERATOR_NAME`.
 
-The window engines fire panes of tumbling and hopping windows only (`_windowing.spark.panes`),
-not of a global window yet: `compile` refuses the stage (`unsupported_option`
-at `trigger`) until they do.
+The operator engine runs it as one tumbling window from the epoch, longer than any date
+(`WindowGeometry.global_window`), with no allowed lateness and no idle timeout: no watermark
+reaches its end, so it never closes and nothing is late, and its panes are the fixed-window
+panes (`runtime.panes`). Its results' `_stream_meta.window` has the pane and no start or end
+(`runtime.values.window_meta`), and its stats no open-window start. Not run yet, and refused
+at their paths: an inner pipeline that needs every document with its window (no `$group`, or
+a stage reading the window before it), and the batch window engine.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, StrictBool
 
-from pipeline_stages._base import PipelineInvalid, ProblemCode, join_path
+from pipeline_stages._base import ProblemCode
 from pipeline_stages._problems import ErrorList
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.stage_fields import WindowSpecBase
 from pipeline_stages._windowing.triggers import Trigger, late_rule, unbounded_state
 
@@ -47,6 +52,19 @@ class GlobalWindowSpec(WindowSpecBase):
 
     trigger: Trigger
     allow_unbounded_state: StrictBool = Field(default=False, alias="allowUnboundedState")
+
+    @property
+    def event_time(self) -> bool:
+        """Documents are placed by event time (in the one window), never by the clock."""
+        return True
+
+    def allowed_lateness_ms(self) -> int:
+        """None is needed: the window never closes, so no document is late."""
+        return 0
+
+    def idle_timeout_ms(self) -> None:
+        """The window never closes, on the clock or otherwise."""
+        return None
 
     @classmethod
     def _check_raw(cls, raw: Mapping[str, Any], errors: ErrorList) -> None:
@@ -81,11 +99,9 @@ class GlobalWindowSpec(WindowSpecBase):
 def compile(
     spec: GlobalWindowSpec, frame: StreamFrame, ctx: CompileContext, path: str
 ) -> WindowPlan:  # noqa: A001
-    """Refused until the window engines fire global-window panes (see the module docstring)."""
-    del spec, frame
-    ctx.problems.error(
-        join_path(path, KEY, "trigger"),
-        ProblemCode.UNSUPPORTED_OPTION,
-        f"{KEY} is not supported by the window engines yet: they fire no global-window panes",
+    """Compile as the one fixed window over all time (see the module docstring)."""
+    from pipeline_stages._windowing.spark.compile import compile_window
+
+    return compile_window(
+        spec, frame, ctx, path, key=KEY, kind="fixed", geometry=WindowGeometry.global_window()
     )
-    raise PipelineInvalid(list(ctx.problems.problems), list(ctx.problems.warnings))

@@ -76,6 +76,11 @@ class Lateness(StrEnum):
     GAP = "gap"
 
 
+#: The length of `$globalWindow`'s window: 2**51 ms, ~71,000 years from the epoch, past the
+#: year 9999 (253,402,300,799,999 ms) that dates end at, and far inside a 64-bit integer.
+GLOBAL_SPAN_MS = 2**51
+
+
 @dataclass(frozen=True)
 class WindowGeometry:
     """The window grid of a hopping window; tumbling is the case `hop_ms == interval_ms`.
@@ -95,6 +100,17 @@ class WindowGeometry:
             raise ValueError(
                 f"interval and hop must be > 0 ms, got interval={self.interval_ms} hop={self.hop_ms}"
             )
+
+    @classmethod
+    def global_window(cls) -> WindowGeometry:
+        """`$globalWindow`'s one window over all time: a tumbling window from the epoch, longer
+        than any date Sluice reads (years 1 to 9999), so no watermark reaches its end."""
+        return cls.tumbling(GLOBAL_SPAN_MS)
+
+    @property
+    def is_global(self) -> bool:
+        """Whether this is `global_window()`: its results carry no start or end."""
+        return self.interval_ms >= GLOBAL_SPAN_MS
 
     @classmethod
     def tumbling(cls, interval_ms: int, offset_ms: int = 0) -> WindowGeometry:

@@ -43,3 +43,32 @@ def test_the_every_pane_of_the_last_documents_fires_before_the_run_ends(spark: A
     assert [(d["ids"], d["_stream_meta"]["window"]["pane"]) for d in lines] == [
         ([1, 2], {"index": 0, "timing": "EARLY"})
     ]
+
+
+def test_a_global_window_prints_its_panes_without_a_start_or_end(spark: Any) -> None:
+    docs = [{"k": "a", "v": v, "ts": f"2024-01-01T00:00:0{v}Z"} for v in range(1, 6)]
+    pipeline = [
+        {
+            "$source": {
+                "documents": docs,
+                "timeField": {"$dateFromString": {"dateString": "$ts"}},
+                "config": {"batchSize": 2},
+            }
+        },
+        {
+            "$globalWindow": {
+                "trigger": {"early": {"count": 2}},
+                "accumulationMode": "discarding",
+                "pipeline": [{"$group": {"_id": "$k", "total": {"$sum": "$v"}}}],
+            }
+        },
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    code = run_process(pipeline, out=out, err=err, max_seconds=120, spark_factory=lambda: spark)
+    assert code == 0, err.getvalue()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    # Panes of 2 documents each (discarding); the 5th document waits for a 6th, for ever.
+    assert [(d["total"], d["_stream_meta"]["window"]) for d in lines] == [
+        (3, {"pane": {"index": 0, "timing": "EARLY"}}),
+        (7, {"pane": {"index": 1, "timing": "EARLY"}}),
+    ]

@@ -160,9 +160,17 @@ def test_a_session_pane_that_a_match_may_empty_is_refused(spark: Any) -> None:
     ]
 
 
-def test_global_window_is_refused(spark: Any) -> None:
+def test_a_global_window_compiles_and_one_that_keeps_documents_is_refused(spark: Any) -> None:
     body = {"trigger": {"early": {"count": 2}}, "pipeline": [GROUP]}
-    assert _compile_problems(spark, {"$globalWindow": body}) == [
+    compiled = compile_pipeline(parse_pipeline([SOURCE, {"$globalWindow": body}]), _context(spark))
+    assert compiled.has_window and not compiled.closes_on_clock
+    # Without a $group the engine would keep every document with its window: not yet.
+    keeps = {**body, "accumulationMode": "discarding", "pipeline": [{"$project": {"v": 1}}]}
+    assert _compile_problems(spark, {"$globalWindow": keeps}) == [
+        ("unsupported_option", "/pipeline/1/$globalWindow/pipeline")
+    ]
+    # The batch window engine fires no panes.
+    assert _compile_problems(spark, {"$globalWindow": body}, engine="batch") == [
         ("unsupported_option", "/pipeline/1/$globalWindow/trigger")
     ]
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.clock import Clock
 from pipeline_stages._windowing.runtime.emit import Emitter, Segment, late_doc
@@ -196,16 +197,19 @@ def stats_doc(
     size: int,
     out: Emitter,
     pane_due: int | None = None,
+    *,
+    dated: bool = True,
 ) -> dict[str, Any]:
     """The stats row's document; `pane_due`: when the bucket's next `every` pane fires (None:
-    not before new input), which `sluice process` waits for at the end of a finite input."""
+    not before new input), which `sluice process` waits for at the end of a finite input;
+    `dated`: False for `$globalWindow`, whose open window has no start to show."""
     return {
         "bucket": bucket,
         "openWindows": len(starts),
         "watermark": date_json(clock.combined),
         "stateSize": size,
-        "minOpenWindowStartTime": date_json(starts[0]) if starts else None,
-        "maxOpenWindowStartTime": date_json(starts[-1]) if starts else None,
+        "minOpenWindowStartTime": date_json(starts[0]) if starts and dated else None,
+        "maxOpenWindowStartTime": date_json(starts[-1]) if starts and dated else None,
         "dlqMessageCount": out.dlq_count,
         "outputMessageCount": out.results,
         "nextPaneDue": date_json(pane_due) if pane_due is not None else None,
@@ -257,7 +261,15 @@ def make_operator(
         # With groups split, every bucket holds every window (content or not): count them once.
         counted_starts = starts if bucket == 0 or not spec.splits_groups else []
         out.stats(
-            stats_doc(bucket, clock, counted_starts, len(blob), out, pane_wake(spec, core)),
+            stats_doc(
+                bucket,
+                clock,
+                counted_starts,
+                len(blob),
+                out,
+                pane_wake(spec, core),
+                dated=not (isinstance(spec.geometry, WindowGeometry) and spec.geometry.is_global),
+            ),
             part=clock.last_part,
             seq=clock.last_seq,
         )

@@ -28,6 +28,7 @@ from bson import Int64
 from pipeline_stages._documents.ejson import from_ejson
 from pipeline_stages._documents.values import MISSING, format_iso_date, to_datetime_ms, to_ejson
 from pipeline_stages._stream.json_text import SPARK_MAX_DEPTH, prefer_double
+from pipeline_stages._windowing.geometry import GLOBAL_SPAN_MS
 from pipeline_stages._windowing.runtime import config as C
 
 #: Enough frames to decode and re-encode the deepest document Spark reads, with room for the
@@ -130,8 +131,13 @@ def date_json(epoch_ms: int) -> dict[str, str]:
 
 
 def window_meta(start: int, end: int, partition: Any = MISSING) -> dict[str, Any]:
-    """`_stream_meta.window` / `{$meta: "stream.window"}` of a window, as MQL values (§5)."""
-    meta: dict[str, Any] = {"start": to_datetime_ms(start), "end": to_datetime_ms(end)}
+    """`_stream_meta.window` / `{$meta: "stream.window"}` of a window, as MQL values (§5);
+    `$globalWindow`'s window has no start or end (its span is `GLOBAL_SPAN_MS`)."""
+    meta: dict[str, Any] = (
+        {}
+        if end - start >= GLOBAL_SPAN_MS
+        else {"start": to_datetime_ms(start), "end": to_datetime_ms(end)}
+    )
     if partition is not MISSING:
         meta["partition"] = partition
     return meta

@@ -24,10 +24,11 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
 
     The operator fires EARLY and LATE panes (`count` or `every`) and the ON_TIME pane of
     tumbling and hopping event-time windows, in every `accumulationMode` (`onlyUpdatedPanes`
-    too; `runtime.panes`), and count-based EARLY panes and the ON_TIME pane of session windows
+    too; `runtime.panes`), the EARLY panes of `$globalWindow` (one such window that never
+    closes), and count-based EARLY panes and the ON_TIME pane of session windows
     (`runtime.session_panes`). Refused at their paths, never run without the panes their user
-    asked for: `trigger` on sliding, global and processing-time windows, and `trigger.late`
-    and `every` on sessions."""
+    asked for: `trigger` on sliding and processing-time windows, and `trigger.late` and
+    `every` on sessions."""
     trigger = spec.trigger
     if trigger is None:
         return None
@@ -35,7 +36,7 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     refusals: list[tuple[tuple[str, ...], str]] = []
     if kind not in ("fixed", "session"):
         refusals.append((("trigger",), f"trigger {not_yet} on {key}: only $tumblingWindow, "
-                         "$hoppingWindow and $sessionWindow fire panes"))  # fmt: skip
+                         "$hoppingWindow, $globalWindow and $sessionWindow fire panes"))  # fmt: skip
     elif not spec.event_time:
         refusals.append((("trigger",), f"trigger {not_yet} on processing-time windows"))
     elif kind == "session":

@@ -30,7 +30,9 @@ def test_defaults(parse_body) -> None:
     assert spec.trigger == Trigger(early=Firing(count=10))
     assert spec.accumulation == "accumulating"
     assert spec.allow_unbounded_state is False
-    assert spec.event_time is False
+    # One window placed by event time that never closes: nothing is late, nothing idles.
+    assert spec.event_time is True
+    assert spec.allowed_lateness_ms() == 0 and spec.idle_timeout_ms() is None
     assert spec.warnings(has_dlq=False) == []
 
 
