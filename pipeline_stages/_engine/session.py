@@ -94,7 +94,12 @@ def build_session(
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 #: How long a query with a 0 s trigger waits before it looks for new input again.
 POLLING_DELAY = "spark.sql.streaming.pollingDelay"
-_START_LOCK = threading.Lock()
+#: Held while the shared session's SQL conf changes around a query's start (`start_query`)
+#: and while a pipeline is compiled on that session (the service's compiles): analysing a
+#: Python data source copies the conf map, and a copy made while another thread set a key
+#: failed with `ConcurrentModificationException` (a processor created while another started
+#: was refused with `compile_error`). Reentrant: a compile may start a query under it.
+SESSION_CONF_LOCK = threading.RLock()
 
 
 def start_query(
@@ -129,7 +134,7 @@ def start_query(
         else:
             writer = writer.trigger(processingTime="0 seconds")
             settings[POLLING_DELAY] = f"{interval_ms}ms"
-    with _START_LOCK:
+    with SESSION_CONF_LOCK:
         previous = {key: spark.conf.get(key, None) for key in settings}
         for key, value in settings.items():
             spark.conf.set(key, value)

@@ -28,7 +28,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import Problem
 from pipeline_stages._engine.observed import InputMetrics
-from pipeline_stages._engine.session import start_query
+from pipeline_stages._engine.session import SESSION_CONF_LOCK, start_query
 from pipeline_stages._windowing.batch.engine import ENGINE_CONF
 from pipeline_stages._windowing.spark.compile import conf_bucket_count
 from service.config.settings import Settings
@@ -125,7 +125,8 @@ class SparkEngine:
         self._error: str | None = None
         self._ready = threading.Event()
         self._lock = threading.Lock()
-        self._compile_lock = threading.Lock()
+        # Compiles exclude each other and every query start on the session (its conf).
+        self._compile_lock = SESSION_CONF_LOCK
         self._callback: ProgressCallback | None = None
         self._jvm_pid = 0
         self._fatal = False

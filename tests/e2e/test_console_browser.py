@@ -90,7 +90,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
                 )
             for name, pipeline in (("windows_p", WINDOWED), ("corrections_p", CORRECTIONS)):
                 body = {"name": name, "pipeline": pipeline, "options": {"dlq": DLQ}}
-                assert client.post("/api/v1/processors", json=body).status_code == 201
+                created = client.post("/api/v1/processors", json=body)
+                assert created.status_code == 201, created.text
                 started = client.post(f"/api/v1/processors/{name}:start")
                 assert started.status_code == 200, started.text
         yield proc
