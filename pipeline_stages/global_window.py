@@ -59,7 +59,7 @@ class GlobalWindowSpec(WindowSpecBase):
         return True
 
     def allowed_lateness_ms(self) -> int:
-        """None is needed: the window never closes, so no document is late."""
+        """No lateness is needed: the window never closes, so no document is late."""
         return 0
 
     def idle_timeout_ms(self) -> None:
