@@ -32,5 +32,10 @@ def client_config(connection_config: Mapping[str, Any]) -> dict[str, str]:
         if auth.get(key):
             conf[name] = str(auth[key])
     for key, value in (connection_config.get("config") or {}).items():
-        conf[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+        conf[str(key)] = setting_text(value)
     return conf
+
+
+def setting_text(value: Any) -> str:
+    """A `config` value as librdkafka takes it (booleans as `true`/`false`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)

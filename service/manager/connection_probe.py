@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from pipeline_stages._connectors.kafka_conf import client_config
+from pipeline_stages._connectors.kafka_conf import client_config, setting_text
 
 log = logging.getLogger("sluice.kafka")
 
@@ -87,14 +87,12 @@ def settings_problems(config: dict[str, Any]) -> list[tuple[tuple[str, ...], str
         try:
             Producer(conf, logger=_quiet_logger()).flush(0)
         except KafkaException as error:
-            cause = error.args[0] if error.args else error
-            return str(cause.str()) if hasattr(cause, "str") else str(cause)
+            return _error_parts(error.args[0] if error.args else error)[1]
         return None
 
     found: list[tuple[tuple[str, ...], str]] = []
     for key, value in (config.get("config") or {}).items():
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if (message := refusal({str(key): text})) is not None:
+        if (message := refusal({str(key): setting_text(value)})) is not None:
             found.append(
                 (("config", str(key)), f"the Kafka client refuses this setting: {message}")
             )
@@ -109,9 +107,15 @@ def settings_problems(config: dict[str, Any]) -> list[tuple[tuple[str, ...], str
 _STEP_S = 0.5
 
 
-def _failure(servers: str, cause: Any, timeout_s: float, started: float) -> dict[str, Any]:
+def _error_parts(cause: Any) -> tuple[str, str]:
+    """`(code, text)` of a `KafkaError` (or of whatever else a client raised)."""
     code = str(cause.name()) if hasattr(cause, "name") else "KAFKA_ERROR"
     text = str(cause.str()) if hasattr(cause, "str") else str(cause)
+    return code, text
+
+
+def _failure(servers: str, cause: Any, timeout_s: float, started: float) -> dict[str, Any]:
+    code, text = _error_parts(cause)
     message = (
         f"the brokers at {servers} did not answer (waited at most {timeout_s:g} s; {code}: "
         f"{text}); "
@@ -123,8 +127,7 @@ def _failure(servers: str, cause: Any, timeout_s: float, started: float) -> dict
 
 
 def _invalid_settings(cause: Any, started: float) -> dict[str, Any]:
-    code = str(cause.name()) if hasattr(cause, "name") else "KAFKA_ERROR"
-    text = str(cause.str()) if hasattr(cause, "str") else str(cause)
+    code, text = _error_parts(cause)
     message = (
         f"the Kafka client refused the connection's settings ({code}: {text}); fix the "
         "connection's config (its keys are librdkafka client properties)"

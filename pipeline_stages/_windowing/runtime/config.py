@@ -259,6 +259,16 @@ class OperatorSpec:
         )
 
     @property
+    def fires_panes_on_clock(self) -> bool:
+        """Whether panes fire on processing time (an `every` trigger)."""
+        return self.panes is not None and self.panes.uses_clock
+
+    @property
+    def is_global(self) -> bool:
+        """Whether this is `$globalWindow`'s one window (`WindowGeometry.global_window`)."""
+        return isinstance(self.geometry, WindowGeometry) and self.geometry.is_global
+
+    @property
     def runs_when_idle(self) -> bool:
         """Whether buckets may have to run in micro-batches without their input: something
         closes windows or fires panes on the wall clock (`idleTimeout`, processing-time
@@ -271,7 +281,7 @@ class OperatorSpec:
             self.idle_timeout_ms is not None
             or self.processing_time
             or self.source.partition_idle_timeout_ms is not None
-            or (self.panes is not None and self.panes.uses_clock)
+            or self.fires_panes_on_clock
         )
 
 

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.clock import Clock
 from pipeline_stages._windowing.runtime.emit import Emitter, Segment, late_doc
@@ -177,7 +176,7 @@ def wake_instants(spec: C.OperatorSpec, core: Any) -> list[int | None]:
 
 def pane_wake(spec: C.OperatorSpec, core: Any) -> int | None:
     """When the core's next `every` pane fires (None: no such trigger, or no timer armed)."""
-    return core.clock_wake_ms() if spec.panes is not None and spec.panes.uses_clock else None
+    return core.clock_wake_ms() if spec.fires_panes_on_clock else None
 
 
 def load_state(state: Any) -> tuple[Clock, Any]:
@@ -268,7 +267,7 @@ def make_operator(
                 len(blob),
                 out,
                 pane_wake(spec, core),
-                dated=not (isinstance(spec.geometry, WindowGeometry) and spec.geometry.is_global),
+                dated=not spec.is_global,
             ),
             part=clock.last_part,
             seq=clock.last_seq,

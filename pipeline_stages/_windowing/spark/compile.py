@@ -250,7 +250,6 @@ def compile_window(
     stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
     envelopes = _operator(shipped, op_spec, stamp)
     closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
-    fires_panes_on_clock = op_spec.panes is not None and op_spec.panes.uses_clock
     batch = None
     if _engine(ctx, path, key) == "batch" and ineligible(op_spec) is None:
         if panes is not None:
@@ -266,7 +265,7 @@ def compile_window(
             envelopes=envelopes,
             batch=batch,
             closes_on_clock=closes_on_clock,
-            fires_panes_on_clock=fires_panes_on_clock,
+            fires_panes_on_clock=op_spec.fires_panes_on_clock,
             runs_when_idle=op_spec.runs_when_idle,
         )
     after = frame_from_envelope(envelopes)
@@ -277,7 +276,7 @@ def compile_window(
         frame=after,
         batch=batch,
         closes_on_clock=closes_on_clock,
-        fires_panes_on_clock=fires_panes_on_clock,
+        fires_panes_on_clock=op_spec.fires_panes_on_clock,
         runs_when_idle=op_spec.runs_when_idle,
     )
 
