@@ -1,7 +1,6 @@
 """The window engines fire a subset of the pane fields (issue 25): EARLY and LATE panes
-(`count` or processing-time `every`) and the ON_TIME pane of tumbling and hopping event-time
-windows, count-based EARLY panes and the ON_TIME pane of session windows, in every
-accumulation mode, on the operator engine. Compile refuses everything else at its path
+(`count` or processing-time `every`) and the ON_TIME pane of tumbling, hopping and session
+event-time windows, in every accumulation mode, on the operator engine. Compile refuses everything else at its path
 (`unsupported_option`) instead of running the window without the panes its user asked for."""
 
 from __future__ import annotations
@@ -127,20 +126,22 @@ def test_count_panes_of_session_windows_compile(
 
 
 @pytest.mark.parametrize(
-    ("trigger", "loc"),
+    ("trigger", "on_clock"),
     [
-        ({"early": {"every": SECOND}}, "trigger/early/every"),
-        ({**EARLY, "late": {"count": 1}}, "trigger/late"),
-        ({**EARLY, "late": {"every": SECOND}}, "trigger/late/every"),
+        ({"early": {"every": SECOND}}, True),
+        ({**EARLY, "late": {"count": 1}}, False),
+        ({**EARLY, "late": {"every": SECOND}}, True),
     ],
 )
-def test_session_windows_refuse_late_and_every(
-    spark: Any, trigger: dict[str, Any], loc: str
+def test_late_and_every_panes_of_session_windows_compile(
+    spark: Any, trigger: dict[str, Any], on_clock: bool
 ) -> None:
+    """`every` makes the processor wake on the wall clock (and `sluice process` wait for the
+    pane), as it does for fixed windows."""
     body = {**KEYED["$sessionWindow"], "trigger": trigger, "allowedLateness": SECOND}
-    assert _compile_problems(spark, {"$sessionWindow": body}) == [
-        ("unsupported_option", f"/pipeline/1/$sessionWindow/{loc}")
-    ]
+    compiled = compile_pipeline(parse_pipeline([SOURCE, {"$sessionWindow": body}]), _context(spark))
+    assert compiled.has_window
+    assert compiled.fires_panes_on_clock is on_clock
 
 
 def test_the_batch_engine_refuses_session_panes(spark: Any) -> None:

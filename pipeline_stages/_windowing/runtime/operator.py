@@ -120,7 +120,7 @@ def run_segment(
     clock.start(now, spec.source.partitions)
     clock.advance_to(now, timeout, core.on_rise)
     if spec.panes is not None and spec.panes.uses_clock:
-        core.on_clock(now)  # `every` panes: fixed windows only (`spark.panes.pane_spec`)
+        core.on_clock(now)  # `every` panes: fixed and session windows (`spark.panes.pane_spec`)
     if not len(rows):
         if spec.processing_time:
             core.processing_time_tick(now)

@@ -15,6 +15,7 @@ and later documents older than the closed sessions' end are late.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,16 +88,25 @@ class SessionWindows:
         seg.emit_failed_before(self.out)
         adjusted_after = after - self.lateness
         rows = np.flatnonzero(np.isin(seg.flag, C.ENTERED))
+        # The watermark the `late` model's ON_TIME panes were last looked for at: they fire
+        # at each change of the watermark, as the reference model's do.
+        reached = int(before[0]) if len(before) else int(self.clock.combined)
         if len(rows):
             decoded = decode_rows(seg, rows, self.inner, self.clock.next_order)
             self.clock.next_order += len(rows)
             late = LateOnce(seg, self.out, self.spec)
             for i, r in enumerate(rows.tolist()):
-                adjusted = int(before[seg.pos[r]]) - self.lateness
+                watermark = int(before[seg.pos[r]])
+                if watermark > reached:
+                    self.reach_due(watermark, seg, after)
+                reached = watermark
+                adjusted = watermark - self.lateness
                 # Sessions the watermark before this document passed close first, all of
                 # them in one order, so emissions do not depend on the batch size.
                 self.close_due(adjusted, seg, adjusted_after)
                 self._place(decoded, i, r, adjusted, late)
+        if self.clock.combined > reached:
+            self.reach_due(int(self.clock.combined), seg, after)
         self.close_due(int(self.clock.combined) - self.lateness, seg, adjusted_after)
 
     def _place(self, decoded: Any, i: int, r: int, adjusted: int, late: LateOnce) -> None:
@@ -116,7 +126,9 @@ class SessionWindows:
         session.members.append(member)
         if self.panes is not None:
             seg = late.seg
-            self.panes.arrive(session, member, part=int(seg.part[r]), seq=int(seg.seq[r]))
+            self.panes.arrive(
+                session, member, part=int(seg.part[r]), seq=int(seg.seq[r]), now=seg.now
+            )
 
     def _open(
         self, olds: list[Session], span: SessionSpan, decoded: Any, i: int, norm: Any
@@ -134,6 +146,50 @@ class SessionWindows:
         sessions.append(session)
         heapq.heappush(state.heap, (self.end(session), session.uid, norm))
         return session
+
+    def _in_order(self, keep: Callable[[Session], bool]) -> list[Session]:
+        """The open sessions `keep` accepts, in (start, end, partition) order."""
+        found = [
+            (s.span.min_ts, s.span.max_ts, norm, s.uid, s)
+            for norm, sessions in self.state.sessions.items()
+            for s in sessions
+            if keep(s)
+        ]
+        return [item[4] for item in sorted(found, key=lambda item: item[:4])]
+
+    def reach_due(self, watermark: int, seg: Segment | None = None, after: Any = ()) -> None:
+        """The watermark changed to `watermark`: with `trigger.late`, the ON_TIME panes of the
+        sessions whose end it reaches, in order, attributed to the source position that set
+        it (the first whose watermark `after` it reached; without `seg`, the latest one)."""
+        panes = self.panes
+        if panes is None or not panes.spec.has_late:
+            return
+        fallback = (self.clock.last_seq, self.clock.last_part)
+        seq, part = close_position(seg, after, watermark, fallback)
+        due = self._in_order(lambda s: self.end(s) <= watermark and not panes.reached(s))
+        for session in due:
+            panes.reach_end(session, part=part, seq=seq)
+
+    def on_clock(self, now: int) -> None:
+        """Processing time reached `now`: fire the `every` panes that are due, in order."""
+        panes = self.panes
+        if panes is None:
+            return
+        seq, part = self.clock.last_seq, self.clock.last_part
+        for session in self._in_order(lambda s: panes.timer_due(s, now)):
+            panes.fire_timer(session, part=part, seq=seq)
+
+    def clock_wake_ms(self) -> int | None:
+        """When `on_clock` first fires a pane if no input comes (None: not before input)."""
+        if self.panes is None:
+            return None
+        timers = [
+            s.pane.timer
+            for sessions in self.state.sessions.values()
+            for s in sessions
+            if s.pane is not None and s.pane.timer is not None
+        ]
+        return min(timers, default=None)
 
     def close_due(self, limit: int, seg: Segment | None = None, adjusted_after: Any = ()) -> None:
         """Close every session ending at or before `limit`, in (start, end, partition) order."""
@@ -169,7 +225,9 @@ class SessionWindows:
         )
 
     def on_rise(self, watermark: int) -> None:
-        """The watermark rose outside a document (partition idleness)."""
+        """The watermark rose outside a document (partition idleness): the ON_TIME panes it
+        reaches (`trigger.late`), then the sessions it closes."""
+        self.reach_due(watermark)
         self.close_due(watermark - self.lateness)
 
     def idle(self) -> None:

@@ -14,9 +14,18 @@ state and decides when its panes fire:
   pane index starts at 0: it is a new window.
 * **EARLY** (`early: {count: N}`): right after the N-th document that reached the window
   since its previous pane (documents the inner prefix drops or fails count too; a failed one
-  goes to the DLQ when it arrives, as in the reference model, not at close).
-* **ON_TIME**: when the session closes by Atlas's rule; it is its last pane. Compile refuses
-  `trigger.late` and `every` on sessions (`spark.panes`).
+  goes to the DLQ when it arrives, as in the reference model, not at close). `early: {every:
+  d}` (processing time): the first document that reaches the window since its previous pane
+  sets the window's timer to `now + d`; the pane fires when processing time reaches it
+  (`SessionWindows.on_clock`). Any fire attempt, fired or not, clears the timer. A new window
+  takes the earliest timer of the windows it absorbs;
+* **ON_TIME**: without `late`, when the session closes by Atlas's rule; it is its last pane.
+  With `late` (the Beam model), at the first watermark change that reaches the session's end
+  (`W >= end`; `SessionWindows` calls `reach_end`); the session stays open until Atlas's rule
+  closes it, and the documents that reach it in between count for `late` (`count` or
+  `every`), which fires LATE panes as `early` fires EARLY ones; at close, a last LATE pane if
+  documents reached it since its previous pane. A new window (a session extended or bridged
+  after its ON_TIME pane) starts again with EARLY panes, as the reference model's does.
 
 A session's content is folded as its documents arrive, as a fixed window's is, and moves to
 the new window when a document extends the session; when sessions merge, the new window folds
@@ -36,12 +45,13 @@ from pipeline_stages._windowing.runtime.inner import InnerRuntime
 from pipeline_stages._windowing.runtime.keyed import Member, dead_letter, member_content
 from pipeline_stages._windowing.runtime.pane_firing import (
     EARLY,
+    LATE,
     ON_TIME,
     Emitted,
     PaneFirer,
     retraction,
 )
-from pipeline_stages._windowing.runtime.pane_state import INDEX, SINCE, PaneCounts
+from pipeline_stages._windowing.runtime.pane_state import INDEX, ON_TIME_DONE, SINCE, PaneCounts
 
 if TYPE_CHECKING:
     from pipeline_stages._windowing.runtime.session import Session
@@ -62,6 +72,9 @@ class SessionPane:
     #: The folded content of the pane's members (all, or since the previous pane when
     #: discarding); None: to fold from them at the next pane (after a merge of sessions).
     content: Any = None
+    #: The processing time the window's `every` pane fires at (None: no timer armed). A class
+    #: default, so states pickled before `every` fired on sessions read None.
+    timer: int | None = None
 
 
 class _SessionFirer(PaneFirer):
@@ -103,6 +116,8 @@ class SessionPanes:
             pane.since.extend(other.since)
             pane.counts[SINCE] += other.counts[SINCE]
             pane.pending.extend(other.pending)
+            if other.timer is not None:
+                pane.timer = other.timer if pane.timer is None else min(pane.timer, other.timer)
             if self.retracting:
                 start, end = old.span.min_ts, old.span.max_ts + self.gap
                 pane.pending.extend(
@@ -110,12 +125,17 @@ class SessionPanes:
                 )
         session.pane = pane
 
-    def arrive(self, session: Session, member: Member, *, part: int, seq: int) -> None:
-        """A document reached the window (`member`, already among its members): count it,
-        DLQ its inner failure, and fire the EARLY pane when the count is due."""
+    def arrive(self, session: Session, member: Member, *, part: int, seq: int, now: int) -> None:
+        """A document reached the window (`member`, already among its members) at processing
+        time `now`: count it, arm the phase's `every` timer, DLQ its inner failure, and fire
+        the phase's pane when its count is due."""
         pane = self._pane(session)
         pane.since.append(member)
         pane.counts[SINCE] += 1
+        late = pane.counts[ON_TIME_DONE]
+        every = self.spec.late_every_ms if late else self.spec.early_every_ms
+        if every is not None and pane.timer is None:
+            pane.timer = now + every
         if pane.content is not None and member.item is not None:
             if self.inner.group is not None:
                 fold(self.inner.group, pane.content, [(member.order, *member.item)])
@@ -123,17 +143,52 @@ class SessionPanes:
                 pane.content.append((member.order, *member.item))
         if member.failure is not None:  # at arrival: the window's bounds are not final
             dead_letter(self.inner, self.out, member.failure, {})
-        count = self.spec.early_count
+        count = self.spec.late_count if late else self.spec.early_count
         if count is not None and pane.counts[SINCE] >= count:
-            self.fire(session, EARLY, part=part, seq=seq)
+            self.fire(session, LATE if late else EARLY, part=part, seq=seq)
+
+    def timer_due(self, session: Session, now: int) -> bool:
+        """Whether the window's `every` pane fires at processing time `now`."""
+        timer = self._pane(session).timer
+        return timer is not None and timer <= now
+
+    def fire_timer(self, session: Session, *, part: int, seq: int) -> None:
+        """The window's `every` timer is due: the pane of its phase."""
+        late = self._pane(session).counts[ON_TIME_DONE]
+        self.fire(session, LATE if late else EARLY, part=part, seq=seq)
+
+    def reached(self, session: Session) -> bool:
+        """Whether the window's ON_TIME pane of the `late` model has fired."""
+        return bool(self._pane(session).counts[ON_TIME_DONE])
+
+    def reach_end(self, session: Session, *, part: int, seq: int) -> None:
+        """The watermark reached the session's end (`trigger.late`): its ON_TIME pane; the
+        LATE phase starts whether the pane fired or not (with nothing since it)."""
+        pane = self._pane(session)
+        if not self.spec.has_late or pane.counts[ON_TIME_DONE]:
+            return
+        if not self.fire(session, ON_TIME, part=part, seq=seq):
+            pane.since = []
+            if self.discarding:
+                session.members, pane.content = [], self.inner.new_content()
+        pane.counts[ON_TIME_DONE] = 1
+        pane.counts[SINCE] = 0
+        pane.timer = None
 
     def close(self, session: Session, *, part: int, seq: int) -> None:
-        """The session closes: its ON_TIME pane (not fired when it would emit nothing)."""
-        self.fire(session, ON_TIME, part=part, seq=seq)
+        """The session closes: its ON_TIME pane, or after it (`late`) a last LATE pane if
+        documents reached it since its previous pane (neither fired if it emits nothing)."""
+        pane = self._pane(session)
+        if not pane.counts[ON_TIME_DONE]:
+            self.fire(session, ON_TIME, part=part, seq=seq)
+        elif pane.counts[SINCE]:
+            self.fire(session, LATE, part=part, seq=seq)
 
     def fire(self, session: Session, timing: str, *, part: int, seq: int) -> bool:
-        """Fire the window's next pane of `timing`; False when it emits nothing."""
+        """Fire the window's next pane of `timing`; False when it emits nothing. Either way
+        the window's `every` timer is cleared (the next document arms it again)."""
         pane = self._pane(session)
+        pane.timer = None
         firer, key = self.firer, session.uid
         if pane.content is None:
             members = pane.since if self.discarding else session.members

@@ -1,11 +1,10 @@
 """Which panes (issue 25) a window's compile lets through to the operator (`C.PaneSpec`).
 
 The operator fires EARLY panes (`trigger.early`: `count` or processing-time `every`), the
-ON_TIME pane, and LATE panes (`trigger.late`, `count` or `every`, the Beam model) of tumbling
-and hopping event-time windows, accumulating (with or without `onlyUpdatedPanes`), discarding
-or accumulating and retracting (`runtime.panes`, `runtime.pane_firing`); and count-based EARLY
-panes and the ON_TIME pane of session windows, in the same modes, with retractions when
-sessions merge (`runtime.session_panes`). Everything else the parser accepts
+ON_TIME pane, and LATE panes (`trigger.late`, `count` or `every`, the Beam model) of tumbling,
+hopping and session event-time windows, accumulating (with or without `onlyUpdatedPanes`),
+discarding or accumulating and retracting (`runtime.panes`, `runtime.pane_firing`,
+`runtime.session_panes`, with retractions when sessions merge). Everything else the parser accepts
 (`_windowing.triggers`) is refused at its path with `unsupported_option`: a
 window is never run without the panes its user asked for.
 """
@@ -23,12 +22,10 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     """The panes the window fires (`C.PaneSpec`; None without `trigger`: Atlas's one result).
 
     The operator fires EARLY and LATE panes (`count` or `every`) and the ON_TIME pane of
-    tumbling and hopping event-time windows, in every `accumulationMode` (`onlyUpdatedPanes`
-    too; `runtime.panes`), the EARLY panes of `$globalWindow` (one such window that never
-    closes), and count-based EARLY panes and the ON_TIME pane of session windows
-    (`runtime.session_panes`). Refused at their paths, never run without the panes their user
-    asked for: `trigger` on sliding and processing-time windows, and `trigger.late` and
-    `every` on sessions."""
+    tumbling, hopping and session event-time windows, in every `accumulationMode`
+    (`onlyUpdatedPanes` too; `runtime.panes`, `runtime.session_panes`), and the EARLY panes
+    of `$globalWindow` (one such window that never closes). Refused at its path, never run
+    without the panes its user asked for: `trigger` on sliding and processing-time windows."""
     trigger = spec.trigger
     if trigger is None:
         return None
@@ -39,8 +36,6 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
                          "$hoppingWindow, $globalWindow and $sessionWindow fire panes"))  # fmt: skip
     elif not spec.event_time:
         refusals.append((("trigger",), f"trigger {not_yet} on processing-time windows"))
-    elif kind == "session":
-        refusals += _session_refusals(trigger, key, not_yet)
     mode = spec.accumulation
     first: dict[tuple[str, ...], str] = {}
     for loc, message in refusals:  # one problem per field: the first reason
@@ -60,21 +55,6 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
         early_every_ms=early.every_ms if early is not None else None,
         late_every_ms=late.every_ms if late is not None else None,
     )
-
-
-def _session_refusals(trigger: Any, key: str, not_yet: str) -> list[tuple[tuple[str, ...], str]]:
-    """Session windows fire count-based EARLY panes and the ON_TIME pane at close
-    (`runtime.session_panes`); `late` and `every` not yet."""
-    refusals: list[tuple[tuple[str, ...], str]] = []
-    for name in ("early", "late"):
-        firing = getattr(trigger, name)
-        if firing is not None and firing.every is not None:
-            refusals.append(((("trigger", name, "every")), f"trigger.{name}.every {not_yet} on "
-                             f"{key}: sessions fire count-based early panes (early.count)"))  # fmt: skip
-    if trigger.late is not None and trigger.late.every is None:
-        refusals.append((("trigger", "late"), f"trigger.late {not_yet} on {key}: sessions "
-                         "fire count-based early panes and the ON_TIME pane at close"))  # fmt: skip
-    return refusals
 
 
 #: Inner stages after the window's blocking part that pass every document on (one out per one

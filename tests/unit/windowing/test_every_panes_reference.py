@@ -1,5 +1,5 @@
-"""`every` panes (processing-time triggers) of tumbling and hopping windows against the
-reference model (issue 25): random streams (disorder, late documents, two keys) arrive in
+"""`every` panes (processing-time triggers) of tumbling, hopping and session windows against
+the reference model (issue 25): random streams (disorder, late documents, two keys) arrive in
 random arrival batches separated by random stretches of processing time; the operator
 function (no Spark; the state pickled between calls, as a restart from the checkpoint does)
 is called on each arrival batch and once after each stretch, as its timeout would call it,
@@ -112,10 +112,12 @@ def operator_steps(op_spec: C.OperatorSpec, steps: list[Step]) -> list[list[Any]
     return out
 
 
-def reference_steps(window: dict[str, Any], steps: list[Step]) -> list[list[Any]]:
+def reference_steps(
+    window: dict[str, Any], steps: list[Step], stage: str = "$hoppingWindow"
+) -> list[list[Any]]:
     """Per step, the same tuples from the reference model."""
     executor = ReferenceExecutor()
-    executor.start([{"$source": {"timeField": "$t"}}, {"$hoppingWindow": window}])
+    executor.start([{"$source": {"timeField": "$t"}}, {stage: window}])
     out = []
     for kind, value in steps:
         if kind == "idle":
@@ -138,7 +140,7 @@ def reference_steps(window: dict[str, Any], steps: list[Step]) -> list[list[Any]
 
 
 def _ms(date: str) -> int:
-    return int(datetime.fromisoformat(date).timestamp() * 1000)
+    return round(datetime.fromisoformat(date).timestamp() * 1000)
 
 
 @pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
@@ -168,6 +170,65 @@ def test_every_panes_are_the_reference_models(
     base = spec(lateness_ms=lateness_ms, idle_ms=None)
     geometry = WindowGeometry(interval_ms=SIZE_MS, hop_ms=hop_ms, offset_ms=0)
     op_spec = replace(base, geometry=geometry, panes=pane_spec(mode, early, late, only_updated))
+    got = operator_steps(op_spec, steps)
+    for n, (step, mine, theirs) in enumerate(zip(steps, got, expected, strict=True)):
+        assert mine == theirs, f"step {n} {step}: operator {mine} reference {theirs}"
+    assert any(expected), "the stream fires some pane"
+    if isinstance(early, str):  # early.every: some pane fires on the clock alone
+        assert any(panes for step, panes in zip(steps, expected, strict=True) if step[0] == "idle")
+
+
+def session_schedule(rng: random.Random) -> list[Step]:
+    """Like `schedule`, and now and then a document at an earlier time of its key (inside a
+    session's bounds: after the session's ON_TIME pane, it counts for `late`)."""
+    steps: list[Step] = []
+    event, seen = 0, []
+    for _ in range(rng.randint(3, 12)):
+        batch = []
+        for _ in range(rng.randint(1, 4)):
+            key = rng.choice("ab")
+            earlier = [t for t, k in seen if k == key]
+            if earlier and rng.random() < 0.3:
+                t = rng.choice(earlier)
+            else:
+                event += rng.randint(0, 3_000)
+                t = max(0, event + rng.randint(-6_000, 1_000))
+            batch.append((t, key))
+            seen.append((t, key))
+        steps.append(("input", batch))
+        steps.append(("idle", rng.choice([200, 700, 1_000, 1_500, 2_500, 4_000])))
+    return steps
+
+
+@pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
+@pytest.mark.parametrize("trigger", TRIGGERS)
+@pytest.mark.parametrize("seed", range(6))
+def test_session_every_panes_are_the_reference_models(
+    mode: str, trigger: tuple[int | str | None, int | str | None], seed: int
+) -> None:
+    """Sessions partitioned and grouped by the key: their `every` timers (armed by the first
+    document since a pane, carried to the window that absorbs them when sessions merge)
+    fire on the clock alone as the reference model's do."""
+    rng = random.Random(seed)
+    early, late = trigger
+    only_updated = rng.random() < 0.5
+    gap_ms = rng.choice([2_000, 4_000])
+    lateness_ms = rng.choice([3_000, 6_000]) if late is not None else rng.choice([0, 2_000])
+    steps = session_schedule(rng)
+    window = {
+        "partitionBy": "$k",
+        "gap": {"size": gap_ms, "unit": "ms"},
+        "allowedLateness": {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0,
+        "trigger": {
+            "onlyUpdatedPanes": only_updated,
+            **{k: v for k, v in (("early", firing(early)), ("late", firing(late))) if v},
+        },
+        "accumulationMode": mode,
+        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+    }
+    expected = reference_steps(window, steps, "$sessionWindow")
+    base = spec(kind="session", hop_ms=gap_ms, lateness_ms=lateness_ms, idle_ms=None)
+    op_spec = replace(base, panes=pane_spec(mode, early, late, only_updated))
     got = operator_steps(op_spec, steps)
     for n, (step, mine, theirs) in enumerate(zip(steps, got, expected, strict=True)):
         assert mine == theirs, f"step {n} {step}: operator {mine} reference {theirs}"

@@ -113,7 +113,7 @@ def test_operator_panes_are_the_reference_models(
 
 
 def _ms(date: str) -> int:
-    return int(datetime.fromisoformat(date).timestamp() * 1000)
+    return round(datetime.fromisoformat(date).timestamp() * 1000)
 
 
 def test_a_watermark_rise_from_partition_idleness_fires_the_on_time_pane() -> None:

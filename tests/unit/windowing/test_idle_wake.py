@@ -225,3 +225,14 @@ def test_without_a_wall_clock_rule_no_timeout_is_set() -> None:
     operator = make_operator(spec(hop_ms=10_000, lateness_ms=0, idle_ms=None))
     state, _ = call(operator, None, START_MS, rows(0, [1_000, 12_000], ["a", "a"]))
     assert state.timeout_ms is None
+
+
+def test_a_session_with_an_every_trigger_sleeps_until_its_pane_is_due() -> None:
+    """Production (no test clock): a session's `every` timer is the bucket's wake-up, and the
+    input-less call it asks for fires the EARLY pane; with no timer left it sets none."""
+    pane = C.PaneSpec(mode="accumulating", early_every_ms=4_000)
+    operator = make_operator(replace(spec(kind="session", lateness_ms=0, idle_ms=None), panes=pane))
+    state, results = call(operator, None, START_MS, rows(0, [1_000, 2_000], ["a", "a"]))
+    assert (results, state.timeout_ms) == (0, 4_000 - 1)
+    state, results = call(operator, state.blob, START_MS + 4_000, None)
+    assert (results, state.timeout_ms) == (1, None)

@@ -3,7 +3,9 @@ streams (disorder that extends and bridges sessions, late documents, two partiti
 `$group` keys each) cut into random micro-batches, the operator function (no Spark; every call
 round-trips the state through its pickle, as a restart from the checkpoint does) emits the same
 panes and retractions, in the same order and in the same windows, as
-`tests/conformance/reference_model.py`, for every mode and count trigger sessions fire.
+`tests/conformance/reference_model.py`, for every mode and count trigger (`early` and, the
+Beam model, `late`: ON_TIME when the watermark reaches a session's end, LATE panes until it
+closes).
 """
 
 from __future__ import annotations
@@ -22,12 +24,21 @@ from tests.unit.windowing.test_idle_wake import spec
 
 GAP_MS = 3_000
 
-#: `(early count, onlyUpdatedPanes)`; None: the ON_TIME pane only.
-TRIGGERS = [(1, False), (2, False), (3, True), (1, True), (None, False)]
+#: `(early count, late count, onlyUpdatedPanes)`; None: no such phase trigger.
+TRIGGERS = [
+    (1, None, False),
+    (2, None, False),
+    (3, None, True),
+    (1, None, True),
+    (None, None, False),
+    (None, 1, False),
+    (2, 1, False),
+    (1, 2, True),
+]
 
 
 def _ms(date: str) -> int:
-    return int(datetime.fromisoformat(date).timestamp() * 1000)
+    return round(datetime.fromisoformat(date).timestamp() * 1000)
 
 
 def operator_panes(
@@ -78,25 +89,34 @@ def reference_panes(
 
 
 def stream(rng: random.Random) -> tuple[list[int], list[str], list[str]]:
+    """`(times, keys, partitions)`: moving event times with disorder, and now and then a
+    document at an earlier time of its partition (inside a session's bounds: with `late`, it
+    reaches the session after its ON_TIME pane when the watermark passed its end)."""
     n = rng.randint(5, 40)
-    event, times = 0, []
+    event, times, parts = 0, [], []
     for _ in range(n):
-        event += rng.choice([0, 500, 1_500, 2_500, 4_000, 7_000])
-        times.append(max(0, event + rng.randint(-6_000, 1_000)))
-    return times, rng.choices("ab", k=n), rng.choices("xy", k=n)
+        part = rng.choice("xy")
+        earlier = [t for t, p in zip(times, parts, strict=True) if p == part]
+        if earlier and rng.random() < 0.3:
+            times.append(rng.choice(earlier))
+        else:
+            event += rng.choice([0, 500, 1_500, 2_500, 4_000, 7_000])
+            times.append(max(0, event + rng.randint(-6_000, 1_000)))
+        parts.append(part)
+    return times, rng.choices("ab", k=n), parts
 
 
 @pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
 @pytest.mark.parametrize("trigger", TRIGGERS)
 @pytest.mark.parametrize("seed", range(10))
 def test_operator_session_panes_are_the_reference_models(
-    mode: str, trigger: tuple[int | None, bool], seed: int
+    mode: str, trigger: tuple[int | None, int | None, bool], seed: int
 ) -> None:
     rng = random.Random(seed)
     docs = stream(rng)
-    early, only_updated = trigger
-    lateness_ms = rng.choice([0, 2_000, 5_000])
-    pane = C.PaneSpec(mode=mode, early_count=early, only_updated=only_updated)
+    early, late, only_updated = trigger
+    lateness_ms = rng.choice([0, 2_000, 5_000] if late is None else [2_000, 5_000])
+    pane = C.PaneSpec(mode=mode, early_count=early, late_count=late, only_updated=only_updated)
     expected = reference_panes(pane, lateness_ms, docs)
     n = len(docs[0])
     cuts = sorted(rng.sample(range(1, n), min(3, n - 1)))
@@ -167,3 +187,15 @@ def test_session_panes_of_buffered_documents_are_the_reference_models(mode: str,
     for at in ([], list(range(1, n))):
         assert _sorted_results(pane, docs, at) == expected, f"cuts {at}"
     assert expected
+
+
+def test_the_streams_fire_late_panes() -> None:
+    """With `late`, the random streams have documents that reach a session after its ON_TIME
+    pane (allowed lateness), so LATE panes are compared, not only ON_TIME ones."""
+    late_panes = 0
+    for seed in range(10):
+        docs = stream(random.Random(seed))
+        pane = C.PaneSpec(mode="accumulating", late_count=1)
+        results = reference_panes(pane, 5_000, docs)
+        late_panes += sum(meta["timing"] == "LATE" for _, _, _, meta, _, _ in results)
+    assert late_panes > 10
