@@ -144,20 +144,41 @@ def test_late_and_every_panes_of_session_windows_compile(
     assert compiled.fires_panes_on_clock is on_clock
 
 
-def test_the_batch_engine_refuses_session_panes(spark: Any) -> None:
-    body = {**KEYED["$sessionWindow"], "trigger": EARLY}
+@pytest.mark.parametrize("pipeline", [[GROUP], [GROUP, {"$match": {"n": {"$gt": 1}}}]])
+def test_the_batch_engine_refuses_session_panes(spark: Any, pipeline: list[Any]) -> None:
+    body = {**KEYED["$sessionWindow"], "trigger": EARLY, "pipeline": pipeline}
     assert _compile_problems(spark, {"$sessionWindow": body}, engine="batch") == [
         ("unsupported_option", "/pipeline/1/$sessionWindow/trigger")
     ]
 
 
-def test_a_session_pane_that_a_match_may_empty_is_refused(spark: Any) -> None:
-    """A `$match` after the session's `$group` runs in Spark after the operator, where it
-    could empty a pane that was already fired."""
-    pipeline = [GROUP, {"$match": {"n": 2}}]
+def test_a_match_after_the_group_compiles_into_the_operator_with_a_trigger(spark: Any) -> None:
+    """With `trigger`, a `$match` right after the window's `$group` runs in the operator (which
+    then knows that a pane it empties is not fired), whatever the window kind."""
+    for key, window in {**FIXED, "$sessionWindow": KEYED["$sessionWindow"]}.items():
+        pipeline = [GROUP, {"$match": {"$or": [{"n": {"$gte": 2}}, {"_id": None}]}}]
+        body = {**window, "trigger": EARLY, "pipeline": pipeline}
+        compiled = compile_pipeline(parse_pipeline([SOURCE, {key: body}]), _context(spark))
+        assert compiled.has_window, key
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "loc"),
+    [
+        # The operator does not evaluate every query operator: that one stays refused.
+        ([GROUP, {"$match": {"_id": {"$regex": "^a"}}}], "pipeline/1/$match"),
+        ([GROUP, {"$match": {"$expr": {"$gt": ["$n", 1]}}}], "pipeline/1/$match"),
+        # After a stage that reshapes the results, it would run in Spark after the operator.
+        ([GROUP, {"$set": {"m": "$n"}}, {"$match": {"m": 2}}], "pipeline/2/$match"),
+        ([GROUP, {"$unwind": "$n"}], "pipeline/1/$unwind"),
+    ],
+)
+def test_a_stage_after_the_group_that_may_empty_a_pane_is_refused(
+    spark: Any, pipeline: list[dict[str, Any]], loc: str
+) -> None:
     body = {**KEYED["$sessionWindow"], "trigger": EARLY, "pipeline": pipeline}
     assert _compile_problems(spark, {"$sessionWindow": body}) == [
-        ("unsupported_option", "/pipeline/1/$sessionWindow/pipeline/1/$match")
+        ("unsupported_option", f"/pipeline/1/$sessionWindow/{loc}")
     ]
 
 

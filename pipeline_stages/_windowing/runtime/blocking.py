@@ -6,7 +6,8 @@ reference executor aggregate with the same code. `finish_*` build a closed windo
 `$group` results get `_id`, `_stream_meta: {source: {type}, window}` and the fields, as in
 Atlas's doc examples; `$count` results are `{<field>: n}` only; buffered documents come out
 with the window in their stream metadata. The blocking stages after the first one (`$sort`,
-`$limit`, `$count`, simple `$group`) then run on those documents.
+`$limit`, `$count`, simple `$group`, and with `trigger` a `$match` the operator can evaluate:
+`runtime.query`) then run on those documents.
 
 Outputs are `(key, document)` pairs: the key (the group key's JSON, or the document's source
 position) becomes the envelope's `window_key`, which makes sink ids deterministic.
@@ -29,6 +30,7 @@ from pipeline_stages._windowing.accumulators import Accumulator, make_accumulato
 from pipeline_stages._windowing.accumulators.collect import Push
 from pipeline_stages._windowing.accumulators.ordered import parse_sort_spec, sort_value_key
 from pipeline_stages._windowing.runtime import config as C
+from pipeline_stages._windowing.runtime.query import matches
 from pipeline_stages._windowing.runtime.values import decode_json, encode, with_window
 
 Output = tuple[str, Any]
@@ -298,6 +300,8 @@ def run_later(
             outputs = [("null", {stage.body: len(outputs)})] if outputs else []
         elif stage.key == "$group":
             outputs = _simple_group(outputs, stage.body, window=window, source=source)
+        elif stage.key == "$match":
+            outputs = [out for out in outputs if matches(stage.body, out[1])]
     return outputs
 
 

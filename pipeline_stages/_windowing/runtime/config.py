@@ -150,7 +150,8 @@ class GroupPlan:
 @dataclass(frozen=True)
 class LaterStage:
     """A blocking stage after the first one, run in Python at close: `$sort`, `$limit`,
-    `$count`, or a `$group` whose expressions are field paths or constants."""
+    `$count`, a `$group` whose expressions are field paths or constants, or (a window with
+    `trigger`) a `$match` whose filter `runtime.query` evaluates: its body is the raw filter."""
 
     key: str
     body: Any

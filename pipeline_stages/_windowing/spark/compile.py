@@ -73,7 +73,7 @@ from pipeline_stages._windowing.spark.inner import (
     split_inner,
     with_flags,
 )
-from pipeline_stages._windowing.spark.panes import pane_spec, refuse_dropping_suffix
+from pipeline_stages._windowing.spark.panes import pane_spec, with_pane_filters
 from pipeline_stages._windowing.spark.unstamped import (
     stamped_failures,
     unstamped_input,
@@ -126,6 +126,8 @@ def _later(split: InnerSplit, problems: Any) -> tuple[C.LaterStage, ...]:
             later.append(C.LaterStage("$limit", stage.spec.limit))
         elif stage.key == "$count":
             later.append(C.LaterStage("$count", stage.spec.field))
+        elif stage.key == "$match":  # with trigger only (`panes.with_pane_filters`)
+            later.append(C.LaterStage("$match", stage.spec.filter))
     return tuple(later)
 
 
@@ -168,7 +170,7 @@ def compile_window(
     panes = pane_spec(spec, path, key, problems, kind=kind)
     split = split_inner(inner_stages(spec, path, key), problems)
     if panes is not None:
-        refuse_dropping_suffix(split, key, problems)
+        split = with_pane_filters(split, key, problems)
     if kind != "fixed" and not split.blocking:
         # A session/sliding window is only known when it closes, and a window without a
         # blocking stage is stateless inside: run it all on the emitted documents, where the

@@ -15,7 +15,8 @@ from typing import Any
 
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._windowing.runtime import config as C
-from pipeline_stages._windowing.spark.inner import InnerSplit
+from pipeline_stages._windowing.runtime.query import unsupported
+from pipeline_stages._windowing.spark.inner import InnerSplit, InnerStage
 
 
 def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.PaneSpec | None:
@@ -64,16 +65,35 @@ ONE_FOR_ONE = frozenset(
 )
 
 
-def refuse_dropping_suffix(split: InnerSplit, key: str, problems: Any) -> None:
-    """With `trigger`, refuse inner stages after the blocking part that may drop documents
-    (`$match`, `$unwind`, ...): they run in Spark after the operator, which then cannot tell
-    that a pane emits nothing, and such a pane must not be fired nor take an index."""
-    for stage in split.suffix:
+def with_pane_filters(split: InnerSplit, key: str, problems: Any) -> InnerSplit:
+    """With `trigger`: the `$match` stages right after the window's blocking part join it, so
+    that the operator runs them (`runtime.query`) and knows when a pane emits nothing (such a
+    pane must not be fired nor take an index). Refused at its path: a `$match` whose filter
+    the operator cannot evaluate, and any later stage that may drop documents (`$match` after
+    a stage that reshapes them, `$unwind`, ...): it would run in Spark after the operator."""
+    suffix = list(split.suffix)
+    moved: list[InnerStage] = []
+    while split.blocking and suffix and suffix[0].key == "$match":
+        stage = suffix[0]
+        problem = unsupported(stage.spec.filter)
+        if problem is not None:
+            problems.error(
+                join_path(stage.path, stage.key),
+                ProblemCode.UNSUPPORTED_OPTION,
+                f"{key}: with trigger, a $match after the window's $group/$sort runs in the "
+                f"window operator, which does not evaluate {problem} yet (it knows $eq, $ne, "
+                "$gt, $gte, $lt, $lte, $in, $nin, $exists, $not, $and, $or and $nor)",
+            )
+            return split
+        moved.append(suffix.pop(0))
+    for stage in suffix:
         if stage.key not in ONE_FOR_ONE:
             problems.error(
                 join_path(stage.path, stage.key),
                 ProblemCode.UNSUPPORTED_OPTION,
                 f"{key}: {stage.key} after the window's $group/$sort is not supported with "
-                "trigger yet: a pane it empties would still be fired",
+                "trigger yet (only right after them, for $match): a pane it empties would "
+                "still be fired",
             )
-            return
+            break
+    return InnerSplit(split.prefix, (*split.blocking, *moved), tuple(suffix))

@@ -63,6 +63,7 @@ def reference_panes(
     lateness_ms: int,
     times: list[int],
     keys: list[str],
+    after_group: list[dict[str, Any]] | None = None,
 ) -> list[Any]:
     window = {
         "interval": {"size": SIZE_MS, "unit": "ms"},
@@ -70,7 +71,7 @@ def reference_panes(
         "allowedLateness": {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0,
         "trigger": reference_trigger(pane, only_updated),
         "accumulationMode": pane.mode,
-        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}, *(after_group or [])],
     }
     docs = [
         {"t": {"$date": {"$numberLong": str(t)}}, "k": k} for t, k in zip(times, keys, strict=True)
@@ -114,6 +115,36 @@ def test_operator_panes_are_the_reference_models(
 
 def _ms(date: str) -> int:
     return round(datetime.fromisoformat(date).timestamp() * 1000)
+
+
+#: `$match` filters after the `$group` that empty some panes (the operator runs them).
+MATCHES = [
+    {"n": {"$gte": 3}},
+    {"$or": [{"n": {"$in": [2, 5, 6]}}, {"_id": "b", "n": {"$gte": 4}}], "_id": {"$ne": "c"}},
+]
+
+
+@pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
+@pytest.mark.parametrize("trigger", TRIGGERS)
+@pytest.mark.parametrize("match", MATCHES)
+@pytest.mark.parametrize("seed", range(4))
+def test_a_match_after_the_group_fires_the_reference_models_panes(
+    mode: str, trigger: tuple[int | None, int | None, bool], match: dict[str, Any], seed: int
+) -> None:
+    """A pane the `$match` empties is not fired and takes no index, and only what it keeps
+    is retracted later."""
+    rng = random.Random(seed)
+    times, keys = stream(rng)
+    early, late, only_updated = trigger
+    lateness_ms = rng.choice([0, 2_000, 5_000]) if late is None else rng.choice([2_000, 5_000])
+    pane = C.PaneSpec(mode=mode, early_count=early, late_count=late, only_updated=only_updated)
+    after = [{"$match": match}]
+    expected = reference_panes(pane, only_updated, SIZE_MS, lateness_ms, times, keys, after)
+    base = operator_spec(pane, SIZE_MS, lateness_ms)
+    op_spec = replace(base, inner=replace(base.inner, later=(C.LaterStage("$match", match),)))
+    for at in ([], list(range(1, len(times)))):
+        got = operator_panes(op_spec, times, keys, at)
+        assert got == [(_ms(start), p, k, n) for start, p, k, n in expected], f"cuts {at}"
 
 
 def test_a_watermark_rise_from_partition_idleness_fires_the_on_time_pane() -> None:
