@@ -77,23 +77,17 @@ def test_panes_of_fixed_windows_compile(
     assert compiled.has_window
 
 
-@pytest.mark.parametrize(
-    ("fields", "loc"),
-    [
-        ({"trigger": EARLY, "boundary": "processingTime"}, "trigger"),
-        ({"trigger": {"early": {"every": SECOND}}, "boundary": "processingTime"}, "trigger"),
-    ],
-)
+@pytest.mark.parametrize(("trigger", "on_clock"), [(EARLY, False), ({"early": {"every": SECOND}}, True)])
 @pytest.mark.parametrize("key", list(FIXED))
-def test_other_pane_fields_of_fixed_windows_are_refused(
-    spark: Any, key: str, fields: dict[str, Any], loc: str
+def test_early_panes_of_processing_time_windows_compile(
+    spark: Any, key: str, trigger: dict[str, Any], on_clock: bool
 ) -> None:
-    body = {**FIXED[key], **fields}
-    if "late" in fields["trigger"]:
-        body["allowedLateness"] = SECOND
-    assert _compile_problems(spark, {key: body}) == [
-        ("unsupported_option", f"/pipeline/1/{key}/{loc}")
-    ]
+    """Processing-time windows fire EARLY panes (no `late`: nothing is late by the wall
+    clock; the parser refuses it) and the ON_TIME pane when the clock passes their end."""
+    body = {**FIXED[key], "trigger": trigger, "boundary": "processingTime"}
+    compiled = compile_pipeline(parse_pipeline([SOURCE, {key: body}]), _context(spark))
+    assert compiled.has_window and compiled.closes_on_clock
+    assert compiled.fires_panes_on_clock is on_clock
 
 
 @pytest.mark.parametrize("trigger", [EARLY, {"early": {"every": SECOND}}])

@@ -2,11 +2,12 @@
 
 The operator fires EARLY panes (`trigger.early`: `count` or processing-time `every`), the
 ON_TIME pane, and LATE panes (`trigger.late`, `count` or `every`, the Beam model) of tumbling,
-hopping and session event-time windows, accumulating (with or without `onlyUpdatedPanes`),
-discarding or accumulating and retracting (`runtime.panes`, `runtime.pane_firing`,
-`runtime.session_panes`, with retractions when sessions merge). Everything else the parser accepts
-(`_windowing.triggers`) is refused at its path with `unsupported_option`: a
-window is never run without the panes its user asked for.
+hopping and session event-time windows (EARLY and ON_TIME of processing-time ones: they
+have no late documents), accumulating (with or without `onlyUpdatedPanes`), discarding or
+accumulating and retracting (`runtime.panes`, `runtime.pane_firing`, `runtime.session_panes`,
+with retractions when sessions merge). What the parser accepts beyond that (`trigger` on
+`$slidingWindow`, a stage after the window's `$group` that may empty a pane) is refused at its
+path with `unsupported_option`: a window is never run without the panes its user asked for.
 """
 
 from __future__ import annotations
@@ -25,31 +26,23 @@ def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.
     The operator fires EARLY and LATE panes (`count` or `every`) and the ON_TIME pane of
     tumbling, hopping and session event-time windows, in every `accumulationMode`
     (`onlyUpdatedPanes` too; `runtime.panes`, `runtime.session_panes`), and the EARLY panes
-    of `$globalWindow` (one such window that never closes). Refused at its path, never run
-    without the panes its user asked for: `trigger` on sliding and processing-time windows."""
+    of `$globalWindow` (one such window that never closes); processing-time windows fire
+    EARLY panes and the ON_TIME pane (the parser refuses `late` there). Refused at its path,
+    never run without the panes its user asked for: `trigger` on sliding windows."""
     trigger = spec.trigger
     if trigger is None:
         return None
-    not_yet = "is not supported by the window engines yet"
-    refusals: list[tuple[tuple[str, ...], str]] = []
     if kind not in ("fixed", "session"):
-        refusals.append((("trigger",), f"trigger {not_yet} on {key}: only $tumblingWindow, "
-                         "$hoppingWindow, $globalWindow and $sessionWindow fire panes"))  # fmt: skip
-    elif not spec.event_time:
-        refusals.append((("trigger",), f"trigger {not_yet} on processing-time windows"))
-    mode = spec.accumulation
-    first: dict[tuple[str, ...], str] = {}
-    for loc, message in refusals:  # one problem per field: the first reason
-        first.setdefault(loc, message)
-    for loc, message in first.items():
         problems.error(
-            join_path(path, key, *loc), ProblemCode.UNSUPPORTED_OPTION, f"{key}: {message}"
+            join_path(path, key, "trigger"),
+            ProblemCode.UNSUPPORTED_OPTION,
+            f"{key}: trigger is not supported by the window engines yet: only $tumblingWindow, "
+            "$hoppingWindow, $globalWindow and $sessionWindow fire panes",
         )
-    if refusals:
         return None
     early, late = trigger.early, trigger.late
     return C.PaneSpec(
-        mode=mode,
+        mode=spec.accumulation,
         early_count=early.count if early is not None else None,
         late_count=late.count if late is not None else None,
         only_updated=trigger.only_updated_panes,
