@@ -17,11 +17,13 @@ panes fire; the rules of record are tests/conformance/reference_panes.py).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pipeline_stages._documents.ejson import from_ejson
 from pipeline_stages._documents.values import sort_key
 from pipeline_stages._stream.frame import KIND_OUTPUT
 from pipeline_stages._windowing.runtime import config as C
@@ -145,8 +147,7 @@ class PaneFirer:
                 self.out.rows.append(row)
                 self.out.dlq_count += 1
                 continue
-            decoded = decode_json(doc)
-            group = sort_key(decoded.get("_id") if isinstance(decoded, dict) else None)
+            group = _output_group(doc)
             if group not in fresh:
                 fresh[group] = []
                 for earlier in last.pop(group, []):
@@ -187,7 +188,19 @@ def retraction(result: Emitted, retracted: dict[str, Any]) -> Emitted:
 def restamp(text: str, pane: dict[str, Any], *, meta: bool = False) -> str:
     """A result's document (or, with `meta`, its `_stream_meta`) text with `pane` as its
     window's pane: the document's own stream metadata is the object holding a `window` with a
-    `pane` (its field name is the source's `streamMetaFieldName`)."""
+    `pane` (its field name is the source's `streamMetaFieldName`).
+
+    Results are written by `encode`, so their pane is the text `"pane":{"index":i,...}` with
+    no space; when that text occurs once it is the pane, and is replaced as text (decoding and
+    re-encoding each retracted document cost ~6x the pane itself:
+    `benchmarks/window_panes.py`). Otherwise (a document whose own data holds the same text,
+    or none) the document is decoded."""
+    marker = '"pane":{"index":'
+    at = text.find(marker)
+    if at >= 0 and text.find(marker, at + 1) < 0:
+        end = text.find("}", at + len(marker))
+        if end >= 0:
+            return text[: at + 7] + encode(pane) + text[end + 1 :]
     value = decode_json(text)
     if not isinstance(value, dict):
         return text
@@ -195,6 +208,14 @@ def restamp(text: str, pane: dict[str, Any], *, meta: bool = False) -> str:
     for holder in holders:
         holder["window"] = {**holder["window"], "pane": pane}
     return encode(value)
+
+
+def _output_group(doc: str) -> Any:
+    """The retraction group of a result document: its `_id`'s sort key (None without one).
+    Only `_id` is decoded from Extended JSON: the rest of the document is not needed."""
+    raw = json.loads(doc)
+    ident = raw.get("_id") if isinstance(raw, dict) else None
+    return sort_key(from_ejson(ident))
 
 
 def _holds_pane(value: Any) -> bool:
