@@ -141,6 +141,7 @@ class PaneFirer:
         last = self.emitted.setdefault(start, {})
         fresh: dict[Any, list[Emitted]] = {}
         retracted = {**pane, "retraction": True}
+        meta_field = self.inner.spec.source.meta_field
         for row in rows:
             kind, part, seq, _, _, doc, meta, *_, key = row
             if kind != KIND_OUTPUT:  # not written by `InnerRuntime.emit` today; kept in order
@@ -151,7 +152,7 @@ class PaneFirer:
             if group not in fresh:
                 fresh[group] = []
                 for earlier in last.pop(group, []):
-                    self._emit(start, part, seq, *retraction(earlier, retracted))
+                    self._emit(start, part, seq, *retraction(earlier, retracted, meta_field))
             fresh[group].append((key, doc, meta))
             self._emit(start, part, seq, key, doc, meta)
         last.update(fresh)
@@ -178,23 +179,29 @@ class PaneFirer:
         self.emitted.pop(start, None)
 
 
-def retraction(result: Emitted, retracted: dict[str, Any]) -> Emitted:
-    """The retraction of an emitted result: its key marked, its document and metadata stamped
-    with `retracted` (the new pane, with `"retraction": true`)."""
+def retraction(result: Emitted, retracted: dict[str, Any], meta_field: str) -> Emitted:
+    """The retraction of an emitted result: its key marked, its document (whose stream
+    metadata is `meta_field`, the source's `streamMetaFieldName`) and metadata stamped with
+    `retracted` (the new pane, with `"retraction": true`)."""
     key, doc, meta = result
-    return RETRACTION_KEY + key, restamp(doc, retracted), restamp(meta, retracted, meta=True)
+    return (
+        RETRACTION_KEY + key,
+        restamp(doc, retracted, field=meta_field),
+        restamp(meta, retracted, field=None),
+    )
 
 
-def restamp(text: str, pane: dict[str, Any], *, meta: bool = False) -> str:
-    """A result's document (or, with `meta`, its `_stream_meta`) text with `pane` as its
-    window's pane: the document's own stream metadata is the object holding a `window` with a
-    `pane` (its field name is the source's `streamMetaFieldName`).
+def restamp(text: str, pane: dict[str, Any], *, field: str | None) -> str:
+    """A result's document text with `pane` as the pane of its stream metadata (`field`; an
+    empty name: the document holds none), or with `field=None` the metadata's own text.
 
     Results are written by `encode`, so their pane is the text `"pane":{"index":i,...}` with
     no space; when that text occurs once it is the pane, and is replaced as text (decoding and
     re-encoding each retracted document cost ~6x the pane itself:
-    `benchmarks/window_panes.py`). Otherwise (a document whose own data holds the same text,
-    or none) the document is decoded."""
+    `benchmarks/window_panes.py`). Otherwise (a document whose own data holds the same text)
+    the document is decoded."""
+    if field == "":
+        return text
     marker = '"pane":{"index":'
     at = text.find(marker)
     if at >= 0 and text.find(marker, at + 1) < 0:
@@ -202,11 +209,10 @@ def restamp(text: str, pane: dict[str, Any], *, meta: bool = False) -> str:
         if end >= 0:
             return text[: at + 7] + encode(pane) + text[end + 1 :]
     value = decode_json(text)
-    if not isinstance(value, dict):
+    holder: Any = value if field is None else value.get(field) if isinstance(value, dict) else None
+    if not _holds_pane(holder):
         return text
-    holders = [value] if meta else [v for v in value.values() if _holds_pane(v)]
-    for holder in holders:
-        holder["window"] = {**holder["window"], "pane": pane}
+    holder["window"] = {**holder["window"], "pane": pane}
     return encode(value)
 
 

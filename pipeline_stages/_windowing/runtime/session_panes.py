@@ -219,7 +219,7 @@ class SessionPanes:
     ) -> None:
         retracted = {**pane, "retraction": True}
         for start, end, result in self._pane(session).pending:
-            key, doc, meta = retraction(result, retracted)
+            key, doc, meta = retraction(result, retracted, self.inner.spec.source.meta_field)
             self.out.result(
                 part=part, seq=seq, start=start, end=end, key=key, doc=doc, meta=meta
             )  # fmt: skip

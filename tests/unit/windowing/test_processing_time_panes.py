@@ -33,7 +33,9 @@ def calls(pane: C.PaneSpec, steps: list[tuple[int, pd.DataFrame | None]]) -> lis
         results = frame[frame["kind"] == KIND_OUTPUT].sort_values(["seq", "part", "sub"])
         panes = [
             (int(s), json.loads(m)["window"]["pane"], json.loads(d)["_id"], json.loads(d)["n"])
-            for s, d, m in zip(results["window_start"], results["doc"], results["meta"], strict=True)
+            for s, d, m in zip(
+                results["window_start"], results["doc"], results["meta"], strict=True
+            )
         ]
         out.append((state.timeout_ms, panes))
     return out
