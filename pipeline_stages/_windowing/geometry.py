@@ -104,7 +104,9 @@ class WindowGeometry:
     @classmethod
     def global_window(cls) -> WindowGeometry:
         """`$globalWindow`'s one window over all time: a tumbling window from the epoch, longer
-        than any date Sluice reads (years 1 to 9999), so no watermark reaches its end."""
+        than any date Sluice reads (years 1 to 9999), so no watermark reaches its end; it also
+        holds the dates before the epoch (`window_starts`, `grid_np`), which the §4.1 clamp
+        leaves out of Atlas's windows."""
         return cls.tumbling(GLOBAL_SPAN_MS)
 
     @property
@@ -139,6 +141,8 @@ class WindowGeometry:
 
     def window_starts(self, t: int) -> list[int]:
         """Starts of all windows containing `t`, oldest first (§4.1); empty in a hop gap."""
+        if self.is_global:  # the one window holds every date, before the epoch too
+            return [0]
         starts = []
         start = self.oldest_start(t)
         while start <= t:
@@ -203,6 +207,9 @@ class WindowGeometry:
         At most ceil(interval / hop) + 1 grid points lie in [oldest, t]: one column each.
         """
         ts = np.asarray(ts, dtype=np.int64)
+        if self.is_global:  # the one window holds every date: the epoch clamp must not drop
+            # dates before 1970 as it does for Atlas's windows (§4.1)
+            return np.zeros((len(ts), 1), dtype=np.int64), np.ones((len(ts), 1), dtype=np.bool_)
         k_max = -(-self.interval_ms // self.hop_ms) + 1
         ks = np.arange(k_max, dtype=np.int64)
         starts = self.oldest_start_np(ts)[:, None] + ks[None, :] * self.hop_ms

@@ -255,3 +255,14 @@ def test_running_watermark_is_monotonic_and_starts_at_minus_one() -> None:
     before, after = running_watermark_np(np.array([10, 5, 20], dtype=np.int64))
     assert before.tolist() == [-1, 9, 9]
     assert after == 19
+
+
+def test_the_global_window_holds_dates_before_the_epoch() -> None:
+    """Atlas's windows start at the epoch or later (§4.1 clamp) and leave earlier dates out;
+    `$globalWindow`'s one window holds every date from year 1 to 9999."""
+    global_window = WindowGeometry.global_window()
+    dates = [-62_135_596_800_000, -5_000, 0, 253_402_300_799_999]
+    assert [global_window.window_starts(t) for t in dates] == [[0]] * 4
+    starts, contains = global_window.grid_np(np.array(dates, dtype=np.int64))
+    assert starts.tolist() == [[0]] * 4 and contains.all()
+    assert WindowGeometry.tumbling(10_000).window_starts(-5_000) == []  # Atlas's rule
