@@ -139,14 +139,16 @@ class ReferenceExecutor:
                 outbox=self.outbox,
                 rules=rules,
             )
-        if rules is not None and key == "$slidingWindow":
-            raise NotImplementedError("the reference model has no pane rules for $slidingWindow")
         if key == "$slidingWindow":
             geometry = SlidingGeometry(
                 duration_ms(spec["timeDifference"]), duration_ms(spec["grace"])
             )
             return SlidingWindows(
-                geometry, partition_by=spec.get("partitionBy"), inner=inner, outbox=self.outbox
+                geometry,
+                partition_by=spec.get("partitionBy"),
+                inner=inner,
+                outbox=self.outbox,
+                rules=rules,
             )
         interval = duration_ms(spec["interval"])
         hop = duration_ms(spec["hopSize"]) if key == "$hoppingWindow" else interval

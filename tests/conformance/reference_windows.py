@@ -24,7 +24,7 @@ from pipeline_stages._windowing.sessions import SessionSpan, merge_session_spans
 from pipeline_stages._windowing.sliding import SlidingGeometry
 from pipeline_stages._windowing.watermark import idle_close_end
 from tests.conformance.mini_mql import Scope, evaluate
-from tests.conformance.reference_inner import InnerPipeline, Outbox
+from tests.conformance.reference_inner import InnerPipeline, Outbox, Prepared
 from tests.conformance.reference_panes import PaneRules, PaneWindow
 
 
@@ -268,21 +268,37 @@ class _SlidingPartition:
     records: list[tuple[int, int, Mapping[str, Any]]] = field(default_factory=list)
     open_starts: set[int] = field(default_factory=set)
     emitted_starts: set[int] = field(default_factory=set)
+    #: With a trigger: each record's admitted items (by arrival order) and each open
+    #: window's pane state.
+    prepared: dict[int, list[Prepared]] = field(default_factory=dict)
+    panes: dict[int, PaneWindow] = field(default_factory=dict)
 
     def times(self) -> list[int]:
         return [t for t, _, _ in self.records]
 
 
 class SlidingWindows(_Partitioned):
-    """Sluice's `$slidingWindow` (KIP-450): record-defined windows, inclusive at both ends."""
+    """Sluice's `$slidingWindow` (KIP-450): record-defined windows, inclusive at both ends.
+
+    With a trigger (issue 25), each window fires panes as a fixed window does, with one rule
+    of its own: a window a record creates starts with every record it holds (all of them
+    reach it then), so `early: {count: N}` fires it at once when it holds N records, as
+    Kafka Streams' emit-on-update emits each window a record creates or changes."""
 
     def __init__(
-        self, geometry: SlidingGeometry, *, partition_by: Any, inner: InnerPipeline, outbox: Outbox
+        self,
+        geometry: SlidingGeometry,
+        *,
+        partition_by: Any,
+        inner: InnerPipeline,
+        outbox: Outbox,
+        rules: PaneRules | None = None,
     ) -> None:
         self.geometry = geometry
         self.partition_by = partition_by
         self.inner = inner
         self.outbox = outbox
+        self.rules = rules
         self.partitions: dict[Any, _SlidingPartition] = {}
         self.watermark: int | None = None
 
@@ -301,31 +317,84 @@ class SlidingWindows(_Partitioned):
             if g.fully_late(t, wm):
                 return
         created = g.new_window_starts(part.times(), t) - part.open_starts - part.emitted_starts
-        part.open_starts |= {s for s in created if wm is None or not g.closes(s, wm)}
+        reached = {s for s in part.open_starts if g.contains(s, t)}
+        opened = {s for s in created if wm is None or not g.closes(s, wm)}
+        part.open_starts |= opened
         part.records.append((t, order, doc))
         part.records.sort(key=lambda r: (r[0], r[1]))
+        if self.rules is not None:
+            self._panes_on_record(part, t, order, doc, reached, opened)
+
+    def _panes_on_record(
+        self,
+        part: _SlidingPartition,
+        t: int,
+        order: int,
+        doc: Mapping[str, Any],
+        reached: set[int],
+        opened: set[int],
+    ) -> None:
+        part.prepared[order] = self.inner.admit(doc, {}, order)  # DLQs a failure once, now
+        now = self.outbox.now_ms
+        for start in sorted(reached | opened):
+            if start in opened:
+                window = part.panes[start] = PaneWindow(self.rules)
+                lo, hi = self.geometry.records_in(part.times(), start)
+                for _, member, _ in sorted(part.records[lo:hi], key=lambda r: r[1]):
+                    window.add(part.prepared[member], now)
+            else:
+                window = part.panes[start]
+                window.add(part.prepared[order], now)
+            if window.count_due():
+                self.outbox.emitted.extend(
+                    window.fire(window.timing, self.inner, self._meta(part, start))
+                )
+
+    def _meta(self, part: _SlidingPartition, start: int) -> dict[str, Any]:
+        extra = {} if self.partition_by is None else {"partition": part.partition}
+        return window_meta(start, self.geometry.end_of(start), **extra)
+
+    def _open_windows(self, keep: Any) -> list[tuple[int, Any]]:
+        """`(start, partition key)` of the open windows `keep(part, start)` accepts, sorted."""
+        return sorted(
+            (start, key)
+            for key, part in self.partitions.items()
+            for start in part.open_starts
+            if keep(part, start)
+        )
 
     def on_watermark(self, watermark: int) -> None:
         self.watermark = watermark if self.watermark is None else max(self.watermark, watermark)
         g = self.geometry
-        due = sorted(
-            (start, key)
-            for key, part in self.partitions.items()
-            for start in part.open_starts
-            if g.closes(start, self.watermark)
-        )
+        if self.rules is not None:
+            reach = self._open_windows(lambda part, start: g.end_of(start) <= self.watermark)
+            for start, key in reach:
+                part = self.partitions[key]
+                meta = self._meta(part, start)
+                self.outbox.emitted.extend(part.panes[start].reach_end(self.inner, meta))
+        due = self._open_windows(lambda part, start: g.closes(start, self.watermark))
         for start, key in due:
             part = self.partitions[key]
             part.open_starts.discard(start)
             part.emitted_starts.add(start)
+            meta = self._meta(part, start)
+            if self.rules is not None:
+                self.outbox.emitted.extend(part.panes.pop(start).close(self.inner, meta))
+                continue
             lo, hi = g.records_in(part.times(), start)
             docs = sorted(((o, d) for _, o, d in part.records[lo:hi]), key=lambda pair: pair[0])
-            extra = {} if self.partition_by is None else {"partition": part.partition}
-            meta = window_meta(start, g.end_of(start), **extra)
             self.outbox.emitted.extend(self.inner.run(docs, meta))
 
     def on_clock(self, now_ms: int) -> None:
-        """Sliding windows fire no panes (the reference refuses `trigger` on them)."""
+        """Processing time reached `now_ms`: fire the panes whose timer is due."""
+        if self.rules is None:
+            return
+        due = self._open_windows(lambda part, start: part.panes[start].timer_due(now_ms))
+        for start, key in due:
+            part = self.partitions[key]
+            window = part.panes[start]
+            meta = self._meta(part, start)
+            self.outbox.emitted.extend(window.fire(window.timing, self.inner, meta))
 
     def on_idle(self, idle_ms: int) -> None:
         """`$slidingWindow` has no idleTimeout."""

@@ -1,6 +1,7 @@
-"""The window engines fire a subset of the pane fields (issue 25): EARLY and LATE panes
-(`count` or processing-time `every`) and the ON_TIME pane of tumbling, hopping and session
-event-time windows, in every accumulation mode, on the operator engine. Compile refuses everything else at its path
+"""The window engines fire the pane fields (issue 25): EARLY and LATE panes (`count` or
+processing-time `every`) and the ON_TIME pane of tumbling, hopping, session and sliding
+event-time windows, EARLY and ON_TIME of processing-time ones, in every accumulation mode, on
+the operator engine. Compile refuses everything else at its path
 (`unsupported_option`) instead of running the window without the panes its user asked for."""
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ def test_panes_of_fixed_windows_compile(
     assert compiled.has_window
 
 
-@pytest.mark.parametrize(("trigger", "on_clock"), [(EARLY, False), ({"early": {"every": SECOND}}, True)])
+@pytest.mark.parametrize(
+    ("trigger", "on_clock"), [(EARLY, False), ({"early": {"every": SECOND}}, True)]
+)
 @pytest.mark.parametrize("key", list(FIXED))
 def test_early_panes_of_processing_time_windows_compile(
     spark: Any, key: str, trigger: dict[str, Any], on_clock: bool
@@ -99,12 +102,18 @@ def test_the_batch_engine_refuses_panes(spark: Any, key: str, trigger: dict[str,
     ]
 
 
-def test_sliding_windows_refuse_the_trigger(spark: Any) -> None:
+@pytest.mark.parametrize(
+    ("trigger", "on_clock"),
+    [(EARLY, False), ({"early": {"every": SECOND}, "late": {"count": 1}}, True)],
+)
+def test_panes_of_sliding_windows_compile(
+    spark: Any, trigger: dict[str, Any], on_clock: bool
+) -> None:
     key = "$slidingWindow"
-    body = {**KEYED[key], "trigger": EARLY, "accumulationMode": "discarding"}
-    assert _compile_problems(spark, {key: body}) == [
-        ("unsupported_option", f"/pipeline/1/{key}/trigger")
-    ]
+    body = {**KEYED[key], "trigger": trigger, "accumulationMode": "discarding", "grace": SECOND}
+    compiled = compile_pipeline(parse_pipeline([SOURCE, {key: body}]), _context(spark))
+    assert compiled.has_window
+    assert compiled.fires_panes_on_clock is on_clock
 
 
 @pytest.mark.parametrize("mode", [None, "accumulating", "discarding", "accumulatingAndRetracting"])

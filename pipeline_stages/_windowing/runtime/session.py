@@ -74,8 +74,12 @@ class SessionWindows:
         self.spec, self.state, self.clock, self.out = spec, state, clock, out
         self.inner = InnerRuntime(spec, out)
         self.panes = (
-            None if spec.panes is None else SessionPanes(spec.panes, self.inner, out, self.gap)
+            None if spec.panes is None else SessionPanes(spec.panes, self.inner, out, self._bounds)
         )
+
+    def _bounds(self, session: Session) -> tuple[int, int, Any, str]:
+        """The session's window `(start, end, partition, partition text)` (its panes')."""
+        return session.span.min_ts, self.end(session), session.partition, session.partition_text
 
     def end(self, session: Session) -> int:
         """The session window's end: last event + gap."""

@@ -1,5 +1,14 @@
-"""Panes of session windows in the operator (issue 25; the rules of record are the reference
-model's, tests/conformance/reference_panes.py and reference_windows.SessionWindows).
+"""Panes of session and sliding windows in the operator (issue 25; the rules of record are
+the reference model's, tests/conformance/reference_panes.py and reference_windows).
+
+(The module and class names predate sliding windows' panes and stay: window states in
+checkpoints pickle `SessionPane` by this path.)
+
+Sliding windows (`runtime.sliding`) use the same pane state and firing through a handle per
+window (`SlidingWindow`: its start, end, partition and the records it holds). A window a
+record creates starts with every record it holds counted (`open_window`), so `early: {count:
+N}` fires it at once when it holds N; a record that reaches an existing window counts as for
+a session (`arrive`, its failure DLQ'd once by the sliding core). Sliding windows never merge.
 
 A session fires its panes through the fixed windows' `PaneFirer` (contents, `onlyUpdatedPanes`,
 retractions, "a pane that emits nothing is not fired"); this module keeps a session's pane
@@ -35,8 +44,9 @@ its content from the members at its next pane (the members are kept for that, or
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.blocking import fold
@@ -55,6 +65,14 @@ from pipeline_stages._windowing.runtime.pane_state import INDEX, ON_TIME_DONE, S
 
 if TYPE_CHECKING:
     from pipeline_stages._windowing.runtime.session import Session
+
+
+class PaneHolder(Protocol):
+    """A window whose panes `SessionPanes` fires: a session, or a sliding window's handle."""
+
+    pane: SessionPane | None
+    members: list[Member]
+    uid: int
 
 
 @dataclass
@@ -77,30 +95,38 @@ class SessionPane:
     timer: int | None = None
 
 
-class _SessionFirer(PaneFirer):
-    """`PaneFirer` over session windows, named by their session's uid while they fire."""
+#: A window's `(start, end, partition value, partition text)`.
+Bounds = tuple[int, int, Any, str]
 
-    def __init__(self, spec: C.PaneSpec, inner: InnerRuntime, out: Emitter, gap: int) -> None:
+
+class _SessionFirer(PaneFirer):
+    """`PaneFirer` over session (or sliding) windows, named by their uid while they fire."""
+
+    def __init__(
+        self, spec: C.PaneSpec, inner: InnerRuntime, out: Emitter, bounds: Callable[[Any], Bounds]
+    ) -> None:
         super().__init__(spec, inner, out, {}, 0, {}, {})
-        self.gap = gap
-        self.firing: dict[int, Session] = {}
+        self.window_bounds = bounds
+        self.firing: dict[int, Any] = {}
 
     def bounds(self, start: int) -> tuple[int, int, dict[str, Any]]:
-        """The session's window, partition and result keys (`keyed.emit_members`'s)."""
-        session = self.firing[start]
-        extra = {"partition": session.partition, "key_prefix": f"{session.partition_text}|"}
-        return session.span.min_ts, session.span.max_ts + self.gap, extra
+        """The window, its partition and result keys (`keyed.emit_members`'s)."""
+        lo, hi, partition, text = self.window_bounds(self.firing[start])
+        return lo, hi, {"partition": partition, "key_prefix": f"{text}|"}
 
 
 class SessionPanes:
-    """Fires the panes of one operator's session windows (see the module docstring)."""
+    """Fires the panes of one operator's session or sliding windows (see the module
+    docstring); `bounds` gives a window's `(start, end, partition, partition text)`."""
 
-    def __init__(self, spec: C.PaneSpec, inner: InnerRuntime, out: Emitter, gap: int) -> None:
+    def __init__(
+        self, spec: C.PaneSpec, inner: InnerRuntime, out: Emitter, bounds: Callable[[Any], Bounds]
+    ) -> None:
         self.spec = spec
         self.inner = inner
         self.out = out
-        self.gap = gap
-        self.firer = _SessionFirer(spec, inner, out, gap)
+        self.bounds = bounds
+        self.firer = _SessionFirer(spec, inner, out, bounds)
         self.discarding = spec.mode == "discarding"
         self.retracting = spec.mode == "accumulatingAndRetracting"
 
@@ -119,16 +145,35 @@ class SessionPanes:
             if other.timer is not None:
                 pane.timer = other.timer if pane.timer is None else min(pane.timer, other.timer)
             if self.retracting:
-                start, end = old.span.min_ts, old.span.max_ts + self.gap
+                start, end, _, _ = self.bounds(old)
                 pane.pending.extend(
                     (start, end, result) for group in other.emitted.values() for result in group
                 )
         session.pane = pane
 
-    def arrive(self, session: Session, member: Member, *, part: int, seq: int, now: int) -> None:
+    def open_window(self, window: PaneHolder, members: list[Member], *, now: int) -> None:
+        """A record created sliding window `window`, which holds `members`: all of them
+        reached it now (the caller then fires it if its count is due: `fire_if_due`)."""
+        pane = SessionPane(since=list(members))
+        pane.counts[SINCE] = len(members)
+        if self.spec.early_every_ms is not None and members:
+            pane.timer = now + self.spec.early_every_ms
+        window.pane = pane
+
+    def arrive(
+        self,
+        session: PaneHolder,
+        member: Member,
+        *,
+        part: int,
+        seq: int,
+        now: int,
+        dlq: bool = True,
+    ) -> None:
         """A document reached the window (`member`, already among its members) at processing
-        time `now`: count it, arm the phase's `every` timer, DLQ its inner failure, and fire
-        the phase's pane when its count is due."""
+        time `now`: count it, arm the phase's `every` timer, DLQ its inner failure (unless
+        not `dlq`: a sliding record's, once per record), and fire the phase's pane when its
+        count is due."""
         pane = self._pane(session)
         pane.since.append(member)
         pane.counts[SINCE] += 1
@@ -141,27 +186,33 @@ class SessionPanes:
                 fold(self.inner.group, pane.content, [(member.order, *member.item)])
             else:
                 pane.content.append((member.order, *member.item))
-        if member.failure is not None:  # at arrival: the window's bounds are not final
+        if dlq and member.failure is not None:  # at arrival: the bounds are not final
             dead_letter(self.inner, self.out, member.failure, {})
-        count = self.spec.late_count if late else self.spec.early_count
-        if count is not None and pane.counts[SINCE] >= count:
-            self.fire(session, LATE if late else EARLY, part=part, seq=seq)
+        self.fire_if_due(session, part=part, seq=seq)
 
-    def timer_due(self, session: Session, now: int) -> bool:
+    def fire_if_due(self, window: PaneHolder, *, part: int, seq: int) -> None:
+        """Fire the window's pane of its phase when the phase's count is due."""
+        counts = self._pane(window).counts
+        late = counts[ON_TIME_DONE]
+        count = self.spec.late_count if late else self.spec.early_count
+        if count is not None and counts[SINCE] >= count:
+            self.fire(window, LATE if late else EARLY, part=part, seq=seq)
+
+    def timer_due(self, session: PaneHolder, now: int) -> bool:
         """Whether the window's `every` pane fires at processing time `now`."""
         timer = self._pane(session).timer
         return timer is not None and timer <= now
 
-    def fire_timer(self, session: Session, *, part: int, seq: int) -> None:
+    def fire_timer(self, session: PaneHolder, *, part: int, seq: int) -> None:
         """The window's `every` timer is due: the pane of its phase."""
         late = self._pane(session).counts[ON_TIME_DONE]
         self.fire(session, LATE if late else EARLY, part=part, seq=seq)
 
-    def reached(self, session: Session) -> bool:
+    def reached(self, session: PaneHolder) -> bool:
         """Whether the window's ON_TIME pane of the `late` model has fired."""
         return bool(self._pane(session).counts[ON_TIME_DONE])
 
-    def reach_end(self, session: Session, *, part: int, seq: int) -> None:
+    def reach_end(self, session: PaneHolder, *, part: int, seq: int) -> None:
         """The watermark reached the session's end (`trigger.late`): its ON_TIME pane; the
         LATE phase starts whether the pane fired or not (with nothing since it)."""
         pane = self._pane(session)
@@ -175,7 +226,7 @@ class SessionPanes:
         pane.counts[SINCE] = 0
         pane.timer = None
 
-    def close(self, session: Session, *, part: int, seq: int) -> None:
+    def close(self, session: PaneHolder, *, part: int, seq: int) -> None:
         """The session closes: its ON_TIME pane, or after it (`late`) a last LATE pane if
         documents reached it since its previous pane (neither fired if it emits nothing)."""
         pane = self._pane(session)
@@ -184,7 +235,7 @@ class SessionPanes:
         elif pane.counts[SINCE]:
             self.fire(session, LATE, part=part, seq=seq)
 
-    def fire(self, session: Session, timing: str, *, part: int, seq: int) -> bool:
+    def fire(self, session: PaneHolder, timing: str, *, part: int, seq: int) -> bool:
         """Fire the window's next pane of `timing`; False when it emits nothing. Either way
         the window's `every` timer is cleared (the next document arms it again)."""
         pane = self._pane(session)
@@ -215,7 +266,7 @@ class SessionPanes:
         return fired
 
     def _retract_pending(
-        self, session: Session, pane: dict[str, Any], *, part: int, seq: int
+        self, session: PaneHolder, pane: dict[str, Any], *, part: int, seq: int
     ) -> None:
         retracted = {**pane, "retraction": True}
         for start, end, result in self._pane(session).pending:
@@ -232,7 +283,7 @@ class SessionPanes:
         return {item[0] for item in items}
 
     @staticmethod
-    def _pane(session: Session) -> SessionPane:
+    def _pane(session: PaneHolder) -> SessionPane:
         if session.pane is None:
             raise RuntimeError("a session of a window with a trigger has pane state")
         return session.pane

@@ -14,6 +14,11 @@ of event time (at least that horizon); a record later than that lists only those
 
 Sluice extension: with `idleTimeout`, an idle source closes windows by the fixed windows' rule
 (§4.5) and later records are judged against the closed windows' end.
+
+With `trigger` (issue 25), each window fires panes through `session_panes.SessionPanes` (the
+rules of record: tests/conformance/reference_windows.SlidingWindows): a record counts for
+every open window it reaches, and a window it creates starts with all the records it holds;
+with `late`, a window fires ON_TIME at the first watermark change that reaches its end.
 """
 
 from __future__ import annotations
@@ -35,9 +40,12 @@ from pipeline_stages._windowing.runtime.keyed import (
     LateOnce,
     Member,
     close_position,
+    dead_letter,
     decode_rows,
     emit_members,
 )
+from pipeline_stages._windowing.runtime.pane_state import ON_TIME_DONE
+from pipeline_stages._windowing.runtime.session_panes import SessionPane, SessionPanes
 from pipeline_stages._windowing.sliding import SlidingGeometry
 
 #: How long emitted window starts are remembered for late records' `missedWindowStartTimes`.
@@ -53,10 +61,35 @@ class SlidingPartition:
     records: list[tuple[int, int, Member]] = field(default_factory=list)
     open_starts: set[int] = field(default_factory=set)
     emitted_starts: set[int] = field(default_factory=set)
+    #: Per open window start, its pane state (a window with `trigger`).
+    panes: dict[int, SessionPane] = field(default_factory=dict)
 
     def times(self) -> list[int]:
         """Record times, sorted."""
         return [t for t, _, _ in self.records]
+
+
+class SlidingWindow:
+    """One open window as `SessionPanes` fires it (a `PaneHolder`): its partition, bounds and
+    the records it holds now."""
+
+    def __init__(self, part: SlidingPartition, start: int, g: SlidingGeometry) -> None:
+        self.part = part
+        self.start = start
+        self.end = g.end_of(start)
+        self.uid = start
+        lo, hi = g.records_in(part.times(), start)
+        self.members = [member for _, _, member in part.records[lo:hi]]
+
+    @property
+    def pane(self) -> SessionPane | None:
+        """The window's pane state."""
+        return self.part.panes.get(self.start)
+
+    @pane.setter
+    def pane(self, value: SessionPane | None) -> None:
+        if value is not None:
+            self.part.panes[self.start] = value
 
 
 @dataclass
@@ -81,6 +114,59 @@ class SlidingWindows:
         self.g = SlidingGeometry(spec.geometry.time_difference_ms, self.grace)
         self.spec, self.state, self.clock, self.out = spec, state, clock, out
         self.inner = InnerRuntime(spec, out)
+        self.panes = (
+            None if spec.panes is None else SessionPanes(spec.panes, self.inner, out, self._bounds)
+        )
+
+    def _bounds(self, window: SlidingWindow) -> tuple[int, int, Any, str]:
+        part = window.part
+        partition = part.partition if self.spec.partitioned else MISSING
+        return window.start, window.end, partition, part.text
+
+    def _windows(self, keep: Any) -> list[SlidingWindow]:
+        """The open windows with pane state that `keep(part, start)` accepts, in (start,
+        partition) order."""
+        found = sorted(
+            (start, norm)
+            for norm, part in self.state.partitions.items()
+            for start in part.open_starts
+            if start in _panes(part) and keep(part, start)
+        )
+        return [SlidingWindow(self.state.partitions[norm], start, self.g) for start, norm in found]
+
+    def reach_due(self, watermark: int, seg: Segment | None = None, after: Any = ()) -> None:
+        """The watermark changed to `watermark`: with `trigger.late`, the ON_TIME panes of the
+        windows whose end it reaches, attributed to the position that set it."""
+        panes = self.panes
+        if panes is None or not panes.spec.has_late:
+            return
+        fallback = (self.clock.last_seq, self.clock.last_part)
+        seq, part = close_position(seg, after, watermark, fallback)
+        due = self._windows(
+            lambda p, s: self.g.end_of(s) <= watermark and not p.panes[s].counts[ON_TIME_DONE]
+        )
+        for window in due:
+            panes.reach_end(window, part=part, seq=seq)
+
+    def on_clock(self, now: int) -> None:
+        """Processing time reached `now`: fire the `every` panes that are due, in order."""
+        panes = self.panes
+        if panes is None:
+            return
+        seq, part = self.clock.last_seq, self.clock.last_part
+        due = self._windows(lambda p, s: p.panes[s].timer is not None and p.panes[s].timer <= now)
+        for window in due:
+            panes.fire_timer(window, part=part, seq=seq)
+
+    def clock_wake_ms(self) -> int | None:
+        """When `on_clock` first fires a pane if no input comes (None: not before input)."""
+        timers = [
+            pane.timer
+            for part in self.state.partitions.values()
+            for start, pane in _panes(part).items()
+            if start in part.open_starts and pane.timer is not None
+        ]
+        return min(timers, default=None)
 
     def effective(self, watermark: int) -> int:
         """The watermark, raised by an idle close to make closed windows stay closed."""
@@ -98,8 +184,12 @@ class SlidingWindows:
             decoded = decode_rows(seg, rows, self.inner, self.clock.next_order)
             self.clock.next_order += len(rows)
             late = LateOnce(seg, self.out, self.spec)
+            reached = self.effective(int(before[seg.pos[rows[0]]]))
             for i, r in enumerate(rows.tolist()):
                 watermark = self.effective(int(before[seg.pos[r]]))
+                if watermark > reached:  # the `late` model's ON_TIME panes, at each change
+                    self.reach_due(watermark, seg, after)
+                reached = watermark
                 norm = decoded.norms[i]
                 part = self.state.partitions.get(norm)
                 if part is None:
@@ -109,6 +199,8 @@ class SlidingWindows:
                 # in one order, so emissions do not depend on the batch size.
                 self.close_due(watermark, seg, closing)
                 self._place(part, norm, decoded.members[i], r, watermark, late)
+            if self.effective(self.clock.combined) > reached:
+                self.reach_due(self.effective(self.clock.combined), seg, after)
         self.close_due(self.effective(self.clock.combined), seg, closing)
         self._prune()
 
@@ -130,11 +222,43 @@ class SlidingWindows:
         if g.fully_late(t, watermark):
             return
         created = g.new_window_starts(part.times(), t) - part.open_starts - part.emitted_starts
+        reached = [s for s in part.open_starts if g.contains(s, t)]
+        opened = []
         for start in created:
             if not g.closes(start, watermark):
                 part.open_starts.add(start)
+                opened.append(start)
                 heapq.heappush(self.state.heap, (start, norm))
         bisect.insort(part.records, (t, member.order, member), key=lambda rec: rec[:2])
+        if self.panes is not None:
+            self._panes_on_record(part, member, r, late.seg, reached, opened)
+
+    def _panes_on_record(
+        self,
+        part: SlidingPartition,
+        member: Member,
+        r: int,
+        seg: Segment,
+        reached: list[int],
+        opened: list[int],
+    ) -> None:
+        """A placed record's panes: it counts for the open windows it reaches, and the windows
+        it created start with every record they hold; each fires when its count is due, in
+        start order. Its inner failure goes to the DLQ once, now."""
+        panes = self.panes
+        assert panes is not None
+        _panes(part)
+        if member.failure is not None:
+            dead_letter(self.inner, self.out, member.failure, {})
+        where = {"part": int(seg.part[r]), "seq": int(seg.seq[r])}
+        created = set(opened)
+        for start in sorted({*reached, *created}):
+            window = SlidingWindow(part, start, self.g)
+            if start in created:
+                panes.open_window(window, window.members, now=seg.now)
+                panes.fire_if_due(window, **where)
+            else:
+                panes.arrive(window, member, now=seg.now, dlq=False, **where)
 
     def close_due(self, watermark: int, seg: Segment | None = None, closing: Any = ()) -> None:
         """Close every window with `W - grace >= end`, in (start, partition) order."""
@@ -146,11 +270,18 @@ class SlidingWindows:
                 self._emit(part, start, seg, closing)
 
     def _emit(self, part: SlidingPartition, start: int, seg: Segment | None, closing: Any) -> None:
+        fallback = (self.clock.last_seq, self.clock.last_part)
+        if self.panes is not None and start in _panes(part):
+            seq, part_no = close_position(seg, closing, start, fallback)
+            self.panes.close(SlidingWindow(part, start, self.g), part=part_no, seq=seq)
+            del part.panes[start]
+            part.open_starts.discard(start)
+            part.emitted_starts.add(start)
+            return
         part.open_starts.discard(start)
         part.emitted_starts.add(start)
         lo, hi = self.g.records_in(part.times(), start)
         end = self.g.end_of(start)
-        fallback = (self.clock.last_seq, self.clock.last_part)
         emit_members(
             self.inner,
             self.out,
@@ -174,7 +305,9 @@ class SlidingWindows:
                 del self.state.partitions[norm]
 
     def on_rise(self, watermark: int) -> None:
-        """The watermark rose outside a document (partition idleness)."""
+        """The watermark rose outside a document (partition idleness): the ON_TIME panes it
+        reaches (`trigger.late`), then the windows it closes."""
+        self.reach_due(self.effective(watermark))
         self.close_due(self.effective(watermark))
 
     def idle(self) -> None:
@@ -205,3 +338,12 @@ class SlidingWindows:
     def open_starts(self) -> list[int]:
         """Starts of the open windows."""
         return sorted(s for p in self.state.partitions.values() for s in p.open_starts)
+
+
+def _panes(part: SlidingPartition) -> dict[int, SessionPane]:
+    """`part.panes`, added to a partition pickled before sliding windows fired panes."""
+    panes: dict[int, SessionPane] | None = getattr(part, "panes", None)
+    if panes is None:
+        panes = {}
+        part.panes = panes
+    return panes

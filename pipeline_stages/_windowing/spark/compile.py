@@ -167,7 +167,7 @@ def compile_window(
     """The `compile` of the four window stages (see the module docstring)."""
     source = C.window_source(ctx)
     problems = ctx.problems
-    panes = pane_spec(spec, path, key, problems, kind=kind)
+    panes = pane_spec(spec)
     split = split_inner(inner_stages(spec, path, key), problems)
     if panes is not None:
         split = with_pane_filters(split, key, problems)

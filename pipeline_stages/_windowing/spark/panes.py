@@ -2,12 +2,12 @@
 
 The operator fires EARLY panes (`trigger.early`: `count` or processing-time `every`), the
 ON_TIME pane, and LATE panes (`trigger.late`, `count` or `every`, the Beam model) of tumbling,
-hopping and session event-time windows (EARLY and ON_TIME of processing-time ones: they
-have no late documents), accumulating (with or without `onlyUpdatedPanes`), discarding or
+hopping, session and sliding event-time windows (EARLY and ON_TIME of processing-time ones:
+they have no late documents), accumulating (with or without `onlyUpdatedPanes`), discarding or
 accumulating and retracting (`runtime.panes`, `runtime.pane_firing`, `runtime.session_panes`,
-with retractions when sessions merge). What the parser accepts beyond that (`trigger` on
-`$slidingWindow`, a stage after the window's `$group` that may empty a pane) is refused at its
-path with `unsupported_option`: a window is never run without the panes its user asked for.
+with retractions when sessions merge). A stage after the window's `$group` that may empty a
+pane, other than a `$match` the operator runs, is refused at its path with
+`unsupported_option`: a window is never run without the panes its user asked for.
 """
 
 from __future__ import annotations
@@ -20,25 +20,17 @@ from pipeline_stages._windowing.runtime.query import unsupported
 from pipeline_stages._windowing.spark.inner import InnerSplit, InnerStage
 
 
-def pane_spec(spec: Any, path: str, key: str, problems: Any, *, kind: str) -> C.PaneSpec | None:
+def pane_spec(spec: Any) -> C.PaneSpec | None:
     """The panes the window fires (`C.PaneSpec`; None without `trigger`: Atlas's one result).
 
-    The operator fires EARLY and LATE panes (`count` or `every`) and the ON_TIME pane of
-    tumbling, hopping and session event-time windows, in every `accumulationMode`
-    (`onlyUpdatedPanes` too; `runtime.panes`, `runtime.session_panes`), and the EARLY panes
-    of `$globalWindow` (one such window that never closes); processing-time windows fire
-    EARLY panes and the ON_TIME pane (the parser refuses `late` there). Refused at its path,
-    never run without the panes its user asked for: `trigger` on sliding windows."""
+    The operator fires every pane the parser accepts (`_windowing.triggers`) on every window
+    kind: EARLY and LATE panes (`count` or `every`) and the ON_TIME pane of tumbling, hopping,
+    session and sliding event-time windows, in every `accumulationMode` (`onlyUpdatedPanes`
+    too; `runtime.panes`, `runtime.session_panes`), the EARLY panes of `$globalWindow` (one
+    window that never closes), and the EARLY and ON_TIME panes of processing-time windows
+    (the parser refuses `late` there)."""
     trigger = spec.trigger
     if trigger is None:
-        return None
-    if kind not in ("fixed", "session"):
-        problems.error(
-            join_path(path, key, "trigger"),
-            ProblemCode.UNSUPPORTED_OPTION,
-            f"{key}: trigger is not supported by the window engines yet: only $tumblingWindow, "
-            "$hoppingWindow, $globalWindow and $sessionWindow fire panes",
-        )
         return None
     early, late = trigger.early, trigger.late
     return C.PaneSpec(

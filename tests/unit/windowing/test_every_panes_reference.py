@@ -235,3 +235,43 @@ def test_session_every_panes_are_the_reference_models(
     assert any(expected), "the stream fires some pane"
     if isinstance(early, str):  # early.every: some pane fires on the clock alone
         assert any(panes for step, panes in zip(steps, expected, strict=True) if step[0] == "idle")
+
+
+@pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
+@pytest.mark.parametrize("trigger", TRIGGERS)
+@pytest.mark.parametrize("seed", range(4))
+def test_sliding_every_panes_are_the_reference_models(
+    mode: str, trigger: tuple[int | str | None, int | str | None], seed: int
+) -> None:
+    """Sliding windows partitioned and grouped by the key: a window a record creates arms its
+    timer then (it holds records), and the timers fire on the clock alone as the reference
+    model's do."""
+    rng = random.Random(seed)
+    early, late = trigger
+    only_updated = rng.random() < 0.5
+    difference_ms = rng.choice([2_000, 4_000])
+    grace_ms = rng.choice([3_000, 6_000]) if late is not None else rng.choice([0, 2_000])
+    steps = [
+        (kind, [(t + 10_000, k) for t, k in value] if kind == "input" else value)
+        for kind, value in session_schedule(rng)
+    ]  # event times after 1970: a window starts `difference_ms` before its first record
+    window = {
+        "partitionBy": "$k",
+        "timeDifference": {"size": difference_ms, "unit": "ms"},
+        "grace": {"size": grace_ms, "unit": "ms"} if grace_ms else 0,
+        "trigger": {
+            "onlyUpdatedPanes": only_updated,
+            **{k: v for k, v in (("early", firing(early)), ("late", firing(late))) if v},
+        },
+        "accumulationMode": mode,
+        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+    }
+    expected = reference_steps(window, steps, "$slidingWindow")
+    base = spec(kind="sliding", hop_ms=difference_ms, lateness_ms=grace_ms, idle_ms=None)
+    op_spec = replace(base, panes=pane_spec(mode, early, late, only_updated))
+    got = operator_steps(op_spec, steps)
+    for n, (step, mine, theirs) in enumerate(zip(steps, got, expected, strict=True)):
+        assert mine == theirs, f"step {n} {step}: operator {mine} reference {theirs}"
+    assert any(expected), "the stream fires some pane"
+    if isinstance(early, str):  # early.every: some pane fires on the clock alone
+        assert any(panes for step, panes in zip(steps, expected, strict=True) if step[0] == "idle")
