@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,4 +72,19 @@ def test_a_global_window_prints_its_panes_without_a_start_or_end(spark: Any) -> 
     assert [(d["total"], d["_stream_meta"]["window"]) for d in lines] == [
         (3, {"pane": {"index": 0, "timing": "EARLY"}}),
         (7, {"pane": {"index": 1, "timing": "EARLY"}}),
+    ]
+
+
+def test_the_docs_panes_example_prints_what_the_docs_show(spark: Any) -> None:
+    """docs/content/windows.md's panes example: its pipeline through `sluice process` (in
+    process) prints the lines the page shows."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "content" / "windows.md").read_text()
+    section = page.split("### Example: early panes, a filter after `$group`, and retractions")[1]
+    pipeline = json.loads(section.split("```json\n")[1].split("```")[0])
+    shown = section.split("```jsonl\n")[1].split("```")[0].splitlines()
+    out, err = io.StringIO(), io.StringIO()
+    code = run_process(pipeline, out=out, err=err, max_seconds=120, spark_factory=lambda: spark)
+    assert code == 0, err.getvalue()
+    assert [json.loads(line) for line in out.getvalue().splitlines()] == [
+        json.loads(line) for line in shown
     ]
