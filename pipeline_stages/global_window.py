@@ -21,9 +21,11 @@ The operator engine runs it as one tumbling window from the epoch, longer than a
 (`WindowGeometry.global_window`), with no allowed lateness and no idle timeout: no watermark
 reaches its end, so it never closes and nothing is late, and its panes are the fixed-window
 panes (`runtime.panes`). Its results' `_stream_meta.window` has the pane and no start or end
-(`runtime.values.window_meta`), and its stats no open-window start. Not run yet, and refused
-at their paths: an inner pipeline that needs every document with its window (no `$group`, or
-a stage reading the window before it), and the batch window engine.
+(`runtime.values.window_meta`), and its stats no open-window start. It holds dates before
+1970 too (Atlas's windows start at the epoch or later). An inner pipeline that needs every
+document with its window (no `$group`, or a stage reading the window before it) puts each
+document in the one window, whose metadata is then empty (`spark.inner.explode_fixed`). The
+batch window engine fires no panes: it refuses `trigger`.
 """
 
 from __future__ import annotations

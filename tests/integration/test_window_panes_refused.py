@@ -185,15 +185,15 @@ def test_a_stage_after_the_group_that_may_empty_a_pane_is_refused(
     ]
 
 
-def test_a_global_window_compiles_and_one_that_keeps_documents_is_refused(spark: Any) -> None:
+def test_a_global_window_compiles_with_and_without_a_group(spark: Any) -> None:
     body = {"trigger": {"early": {"count": 2}}, "pipeline": [GROUP]}
     compiled = compile_pipeline(parse_pipeline([SOURCE, {"$globalWindow": body}]), _context(spark))
     assert compiled.has_window and not compiled.closes_on_clock
-    # Without a $group the engine would keep every document with its window: not yet.
+    # Without a $group the window keeps documents (the parser asks for discarding or
+    # allowUnboundedState): they are exploded into the one window, with no start or end.
     keeps = {**body, "accumulationMode": "discarding", "pipeline": [{"$project": {"v": 1}}]}
-    assert _compile_problems(spark, {"$globalWindow": keeps}) == [
-        ("unsupported_option", "/pipeline/1/$globalWindow/pipeline")
-    ]
+    compiled = compile_pipeline(parse_pipeline([SOURCE, {"$globalWindow": keeps}]), _context(spark))
+    assert compiled.has_window
     # The batch window engine fires no panes.
     assert _compile_problems(spark, {"$globalWindow": body}, engine="batch") == [
         ("unsupported_option", "/pipeline/1/$globalWindow/trigger")

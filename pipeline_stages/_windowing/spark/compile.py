@@ -187,13 +187,6 @@ def compile_window(
             f"{key}: reading the window (stream.window / _stream_meta.window) before the "
             "first $group/$sort is not supported: the window is only known when it closes",
         )
-    if exploded and isinstance(geometry, WindowGeometry) and geometry.is_global:
-        problems.error(
-            join_path(path, key, "pipeline"),
-            ProblemCode.UNSUPPORTED_OPTION,
-            f"{key}: an inner pipeline without $group, or reading the window before it, is not "
-            "supported yet: the engines keep a global window's $group results, not its documents",
-        )
     buckets = bucket_count(ctx)
 
     def operator_input(

@@ -158,14 +158,18 @@ def explode_fixed(frame: StreamFrame, geometry: WindowGeometry, *, meta_field: s
     """
     t = F.col(EVENT_MS)
     size, hop = geometry.interval_ms, geometry.hop_ms
-    oldest = F.greatest(t - size + hop - F.pmod(t - geometry.offset_ms, F.lit(hop)), F.lit(0))
-    grid = F.when(oldest <= t, F.sequence(oldest, t, F.lit(hop).cast("bigint")))
-    starts = F.filter(F.coalesce(grid, F.array().cast("array<bigint>")), lambda s: t < s + size)
     ok = F.col(C.FLAG) == C.FLAG_OK
+    if geometry.is_global:  # one window holding every date; its metadata has no start or end
+        starts = F.array(F.lit(0).cast("bigint"))
+        win = F.parse_json(F.lit("{}"))
+    else:
+        oldest = F.greatest(t - size + hop - F.pmod(t - geometry.offset_ms, F.lit(hop)), F.lit(0))
+        grid = F.when(oldest <= t, F.sequence(oldest, t, F.lit(hop).cast("bigint")))
+        starts = F.filter(F.coalesce(grid, F.array().cast("array<bigint>")), lambda s: t < s + size)
+        win = window_object(F.col(C.WSTART), F.col(C.WSTART) + size)
     chosen = F.when(ok & (F.size(starts) > 0), starts).otherwise(F.array(F.lit(None)))
     df = frame.df.select("*", F.posexplode(chosen.cast("array<bigint>")).alias("__w_pos", C.WSTART))
     in_gap = ok & F.col(C.WSTART).isNull()
-    win = window_object(F.col(C.WSTART), F.col(C.WSTART) + size)
     has_window = F.col(C.WSTART).isNotNull()
     doc = F.col(DOC)
     if meta_field:
