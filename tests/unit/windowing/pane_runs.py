@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -12,7 +14,7 @@ from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.operator import make_operator
 from tests.conformance.reference_model import ReferenceExecutor
 from tests.unit.windowing.group_state import FakeState
-from tests.unit.windowing.test_idle_wake import rows
+from tests.unit.windowing.test_idle_wake import rows, spec
 
 
 def pane_results(
@@ -67,3 +69,56 @@ def reference_emitted(stage: str, window: dict[str, Any], docs: list[dict[str, A
     executor.feed(docs)
     emitted, _ = executor.drain()
     return emitted
+
+
+#: A keyed stream: `(event times, $group keys, partitionBy values)`.
+KeyedDocs = tuple[list[int], list[str], list[str]]
+
+
+def ms(date: str) -> int:
+    """Epoch ms of an ISO date (as the results' `$date` text shows it)."""
+    return round(datetime.fromisoformat(date).timestamp() * 1000)
+
+
+def keyed_operator_panes(
+    kind: str, size_ms: int, lateness_ms: int, pane: C.PaneSpec, docs: KeyedDocs, cuts: list[int]
+) -> list[Any]:
+    """The operator's `(start, end, partition, pane, key, n)` per result of a session or
+    sliding window (`kind`, `size_ms`: its gap or time difference) over `docs` fed in calls
+    cut at `cuts`, in emission order."""
+    times, keys, parts = docs
+    base = spec(kind=kind, hop_ms=size_ms, lateness_ms=lateness_ms, idle_ms=None)
+    out = []
+    for start, meta_pane, value in pane_results(
+        replace(base, panes=pane), times, keys, cuts, partitions=parts
+    ):
+        window = value["_stream_meta"]["window"]
+        assert window["pane"] == meta_pane
+        assert ms(window["start"]["$date"]) == start
+        end = ms(window["end"]["$date"])
+        out.append((start, end, window["partition"], meta_pane, value["_id"], value["n"]))
+    return out
+
+
+def keyed_reference_panes(
+    stage: str, fields: dict[str, Any], pane: C.PaneSpec, docs: KeyedDocs
+) -> list[Any]:
+    """The reference model's tuples (as `keyed_operator_panes`) for window stage `stage`
+    whose size and lateness fields are `fields`, partitioned by `$p`, grouped by `$k`."""
+    window = {
+        "partitionBy": "$p",
+        **fields,
+        "trigger": reference_trigger(pane, pane.only_updated),
+        "accumulationMode": pane.mode,
+        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+    }
+    fed = [
+        {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p}
+        for t, k, p in zip(*docs, strict=True)
+    ]
+    out = []
+    for d in reference_emitted(stage, window, fed):
+        window = d["_stream_meta"]["window"]
+        start, end = ms(window["start"]["$date"]), ms(window["end"]["$date"])
+        out.append((start, end, window["partition"], window["pane"], d["_id"], d["n"]))
+    return out

@@ -139,6 +139,18 @@ def reference_steps(
     return out
 
 
+def assert_same_steps(
+    steps: list[Step], got: list[list[Any]], expected: list[list[Any]], early: int | str | None
+) -> None:
+    """The operator emitted the reference's panes at every step, and the stream is one that
+    tests something (some pane; with `early.every`, some pane on the clock alone)."""
+    for n, (step, mine, theirs) in enumerate(zip(steps, got, expected, strict=True)):
+        assert mine == theirs, f"step {n} {step}: operator {mine} reference {theirs}"
+    assert any(expected), "the stream fires some pane"
+    if isinstance(early, str):
+        assert any(panes for step, panes in zip(steps, expected, strict=True) if step[0] == "idle")
+
+
 def _ms(date: str) -> int:
     return round(datetime.fromisoformat(date).timestamp() * 1000)
 
@@ -170,12 +182,7 @@ def test_every_panes_are_the_reference_models(
     base = spec(lateness_ms=lateness_ms, idle_ms=None)
     geometry = WindowGeometry(interval_ms=SIZE_MS, hop_ms=hop_ms, offset_ms=0)
     op_spec = replace(base, geometry=geometry, panes=pane_spec(mode, early, late, only_updated))
-    got = operator_steps(op_spec, steps)
-    for n, (step, mine, theirs) in enumerate(zip(steps, got, expected, strict=True)):
-        assert mine == theirs, f"step {n} {step}: operator {mine} reference {theirs}"
-    assert any(expected), "the stream fires some pane"
-    if isinstance(early, str):  # early.every: some pane fires on the clock alone
-        assert any(panes for step, panes in zip(steps, expected, strict=True) if step[0] == "idle")
+    assert_same_steps(steps, operator_steps(op_spec, steps), expected, early)
 
 
 def session_schedule(rng: random.Random) -> list[Step]:
@@ -200,65 +207,40 @@ def session_schedule(rng: random.Random) -> list[Step]:
     return steps
 
 
+#: Per keyed window kind: its stage, its size field, its lateness field, and the event time
+#: added to the schedule's (a sliding window starts `timeDifference` before its first record:
+#: keep its windows after 1970).
+KEYED = {
+    "session": ("$sessionWindow", "gap", "allowedLateness", 0),
+    "sliding": ("$slidingWindow", "timeDifference", "grace", 10_000),
+}
+
+
 @pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
 @pytest.mark.parametrize("trigger", TRIGGERS)
-@pytest.mark.parametrize("seed", range(6))
-def test_session_every_panes_are_the_reference_models(
-    mode: str, trigger: tuple[int | str | None, int | str | None], seed: int
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("kind", list(KEYED))
+def test_keyed_every_panes_are_the_reference_models(
+    kind: str, mode: str, trigger: tuple[int | str | None, int | str | None], seed: int
 ) -> None:
-    """Sessions partitioned and grouped by the key: their `every` timers (armed by the first
-    document since a pane, carried to the window that absorbs them when sessions merge)
-    fire on the clock alone as the reference model's do."""
+    """Session and sliding windows partitioned and grouped by the key: their `every` timers
+    (armed by the first document since a pane; a session's carried to the window that absorbs
+    it when sessions merge; a sliding window's armed when a record creates it, since it holds
+    records then) fire on the clock alone as the reference model's do."""
+    stage, size_field, lateness_field, shift = KEYED[kind]
     rng = random.Random(seed)
     early, late = trigger
     only_updated = rng.random() < 0.5
-    gap_ms = rng.choice([2_000, 4_000])
+    size_ms = rng.choice([2_000, 4_000])
     lateness_ms = rng.choice([3_000, 6_000]) if late is not None else rng.choice([0, 2_000])
-    steps = session_schedule(rng)
-    window = {
-        "partitionBy": "$k",
-        "gap": {"size": gap_ms, "unit": "ms"},
-        "allowedLateness": {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0,
-        "trigger": {
-            "onlyUpdatedPanes": only_updated,
-            **{k: v for k, v in (("early", firing(early)), ("late", firing(late))) if v},
-        },
-        "accumulationMode": mode,
-        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
-    }
-    expected = reference_steps(window, steps, "$sessionWindow")
-    base = spec(kind="session", hop_ms=gap_ms, lateness_ms=lateness_ms, idle_ms=None)
-    op_spec = replace(base, panes=pane_spec(mode, early, late, only_updated))
-    got = operator_steps(op_spec, steps)
-    for n, (step, mine, theirs) in enumerate(zip(steps, got, expected, strict=True)):
-        assert mine == theirs, f"step {n} {step}: operator {mine} reference {theirs}"
-    assert any(expected), "the stream fires some pane"
-    if isinstance(early, str):  # early.every: some pane fires on the clock alone
-        assert any(panes for step, panes in zip(steps, expected, strict=True) if step[0] == "idle")
-
-
-@pytest.mark.parametrize("mode", ["accumulating", "discarding", "accumulatingAndRetracting"])
-@pytest.mark.parametrize("trigger", TRIGGERS)
-@pytest.mark.parametrize("seed", range(4))
-def test_sliding_every_panes_are_the_reference_models(
-    mode: str, trigger: tuple[int | str | None, int | str | None], seed: int
-) -> None:
-    """Sliding windows partitioned and grouped by the key: a window a record creates arms its
-    timer then (it holds records), and the timers fire on the clock alone as the reference
-    model's do."""
-    rng = random.Random(seed)
-    early, late = trigger
-    only_updated = rng.random() < 0.5
-    difference_ms = rng.choice([2_000, 4_000])
-    grace_ms = rng.choice([3_000, 6_000]) if late is not None else rng.choice([0, 2_000])
     steps = [
-        (kind, [(t + 10_000, k) for t, k in value] if kind == "input" else value)
-        for kind, value in session_schedule(rng)
-    ]  # event times after 1970: a window starts `difference_ms` before its first record
+        (step, [(t + shift, k) for t, k in value] if step == "input" else value)
+        for step, value in session_schedule(rng)
+    ]
     window = {
         "partitionBy": "$k",
-        "timeDifference": {"size": difference_ms, "unit": "ms"},
-        "grace": {"size": grace_ms, "unit": "ms"} if grace_ms else 0,
+        size_field: {"size": size_ms, "unit": "ms"},
+        lateness_field: {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0,
         "trigger": {
             "onlyUpdatedPanes": only_updated,
             **{k: v for k, v in (("early", firing(early)), ("late", firing(late))) if v},
@@ -266,12 +248,7 @@ def test_sliding_every_panes_are_the_reference_models(
         "accumulationMode": mode,
         "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
     }
-    expected = reference_steps(window, steps, "$slidingWindow")
-    base = spec(kind="sliding", hop_ms=difference_ms, lateness_ms=grace_ms, idle_ms=None)
+    expected = reference_steps(window, steps, stage)
+    base = spec(kind=kind, hop_ms=size_ms, lateness_ms=lateness_ms, idle_ms=None)
     op_spec = replace(base, panes=pane_spec(mode, early, late, only_updated))
-    got = operator_steps(op_spec, steps)
-    for n, (step, mine, theirs) in enumerate(zip(steps, got, expected, strict=True)):
-        assert mine == theirs, f"step {n} {step}: operator {mine} reference {theirs}"
-    assert any(expected), "the stream fires some pane"
-    if isinstance(early, str):  # early.every: some pane fires on the clock alone
-        assert any(panes for step, panes in zip(steps, expected, strict=True) if step[0] == "idle")
+    assert_same_steps(steps, operator_steps(op_spec, steps), expected, early)

@@ -13,13 +13,19 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 import pytest
 
 from pipeline_stages._windowing.runtime import config as C
-from tests.unit.windowing.pane_runs import pane_results, reference_emitted, reference_trigger
+from tests.unit.windowing.pane_runs import (
+    KeyedDocs,
+    keyed_operator_panes,
+    keyed_reference_panes,
+    ms,
+    pane_results,
+    reference_emitted,
+)
 from tests.unit.windowing.test_idle_wake import spec
 
 GAP_MS = 3_000
@@ -37,55 +43,17 @@ TRIGGERS = [
 ]
 
 
-def _ms(date: str) -> int:
-    return round(datetime.fromisoformat(date).timestamp() * 1000)
-
-
 def operator_panes(
-    pane: C.PaneSpec,
-    lateness_ms: int,
-    docs: tuple[list[int], list[str], list[str]],
-    cuts: list[int],
+    pane: C.PaneSpec, lateness_ms: int, docs: KeyedDocs, cuts: list[int]
 ) -> list[Any]:
     """`(start, end, partition, pane, key, n)` per result, in emission order."""
-    times, keys, parts = docs
-    base = spec(kind="session", hop_ms=GAP_MS, lateness_ms=lateness_ms, idle_ms=None)
-    out = []
-    for start, meta_pane, value in pane_results(
-        replace(base, panes=pane), times, keys, cuts, partitions=parts
-    ):
-        window = value["_stream_meta"]["window"]
-        assert window["pane"] == meta_pane
-        assert _ms(window["start"]["$date"]) == start
-        out.append(
-            (start, _ms(window["end"]["$date"]), window["partition"], meta_pane, value["_id"],
-             value["n"])
-        )  # fmt: skip
-    return out
+    return keyed_operator_panes("session", GAP_MS, lateness_ms, pane, docs, cuts)
 
 
-def reference_panes(
-    pane: C.PaneSpec, lateness_ms: int, docs: tuple[list[int], list[str], list[str]]
-) -> list[Any]:
-    window = {
-        "partitionBy": "$p",
-        "gap": {"size": GAP_MS, "unit": "ms"},
-        "allowedLateness": {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0,
-        "trigger": reference_trigger(pane, pane.only_updated),
-        "accumulationMode": pane.mode,
-        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
-    }
-    fed = [
-        {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p}
-        for t, k, p in zip(*docs, strict=True)
-    ]
-    emitted = reference_emitted("$sessionWindow", window, fed)
-    out = []
-    for d in emitted:
-        window = d["_stream_meta"]["window"]
-        start, end = _ms(window["start"]["$date"]), _ms(window["end"]["$date"])
-        out.append((start, end, window["partition"], window["pane"], d["_id"], d["n"]))
-    return out
+def reference_panes(pane: C.PaneSpec, lateness_ms: int, docs: KeyedDocs) -> list[Any]:
+    lateness = {"size": lateness_ms, "unit": "ms"} if lateness_ms else 0
+    fields = {"gap": {"size": GAP_MS, "unit": "ms"}, "allowedLateness": lateness}
+    return keyed_reference_panes("$sessionWindow", fields, pane, docs)
 
 
 def stream(rng: random.Random) -> tuple[list[int], list[str], list[str]]:
@@ -177,7 +145,7 @@ def test_session_panes_of_buffered_documents_are_the_reference_models(mode: str,
     emitted = reference_emitted("$sessionWindow", window, fed)
     expected = [
         (
-            _ms(d["_stream_meta"]["window"]["start"]["$date"]),
+            ms(d["_stream_meta"]["window"]["start"]["$date"]),
             d["_stream_meta"]["window"]["pane"],
             d["i"],
         )

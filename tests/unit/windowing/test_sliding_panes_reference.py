@@ -10,15 +10,16 @@ a window it creates starts with all the records it holds (Kafka Streams' emit-on
 from __future__ import annotations
 
 import random
-from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 import pytest
 
 from pipeline_stages._windowing.runtime import config as C
-from tests.unit.windowing.pane_runs import pane_results, reference_emitted, reference_trigger
-from tests.unit.windowing.test_idle_wake import spec
+from tests.unit.windowing.pane_runs import (
+    KeyedDocs,
+    keyed_operator_panes,
+    keyed_reference_panes,
+)
 
 DIFFERENCE_MS = 3_000
 
@@ -33,51 +34,15 @@ TRIGGERS = [
 ]
 
 
-def _ms(date: str) -> int:
-    return round(datetime.fromisoformat(date).timestamp() * 1000)
-
-
-def operator_panes(
-    pane: C.PaneSpec, grace_ms: int, docs: tuple[list[int], list[str], list[str]], cuts: list[int]
-) -> list[Any]:
+def operator_panes(pane: C.PaneSpec, grace_ms: int, docs: KeyedDocs, cuts: list[int]) -> list[Any]:
     """`(start, end, partition, pane, key, n)` per result, in emission order."""
-    times, keys, parts = docs
-    base = spec(kind="sliding", hop_ms=DIFFERENCE_MS, lateness_ms=grace_ms, idle_ms=None)
-    out = []
-    for start, meta_pane, value in pane_results(
-        replace(base, panes=pane), times, keys, cuts, partitions=parts
-    ):
-        window = value["_stream_meta"]["window"]
-        assert window["pane"] == meta_pane
-        assert _ms(window["start"]["$date"]) == start
-        out.append(
-            (start, _ms(window["end"]["$date"]), window["partition"], meta_pane, value["_id"],
-             value["n"])
-        )  # fmt: skip
-    return out
+    return keyed_operator_panes("sliding", DIFFERENCE_MS, grace_ms, pane, docs, cuts)
 
 
-def reference_panes(
-    pane: C.PaneSpec, grace_ms: int, docs: tuple[list[int], list[str], list[str]]
-) -> list[Any]:
-    window = {
-        "partitionBy": "$p",
-        "timeDifference": {"size": DIFFERENCE_MS, "unit": "ms"},
-        "grace": {"size": grace_ms, "unit": "ms"} if grace_ms else 0,
-        "trigger": reference_trigger(pane, pane.only_updated),
-        "accumulationMode": pane.mode,
-        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
-    }
-    fed = [
-        {"t": {"$date": {"$numberLong": str(t)}}, "k": k, "p": p}
-        for t, k, p in zip(*docs, strict=True)
-    ]
-    out = []
-    for d in reference_emitted("$slidingWindow", window, fed):
-        window = d["_stream_meta"]["window"]
-        start, end = _ms(window["start"]["$date"]), _ms(window["end"]["$date"])
-        out.append((start, end, window["partition"], window["pane"], d["_id"], d["n"]))
-    return out
+def reference_panes(pane: C.PaneSpec, grace_ms: int, docs: KeyedDocs) -> list[Any]:
+    grace = {"size": grace_ms, "unit": "ms"} if grace_ms else 0
+    fields = {"timeDifference": {"size": DIFFERENCE_MS, "unit": "ms"}, "grace": grace}
+    return keyed_reference_panes("$slidingWindow", fields, pane, docs)
 
 
 def stream(rng: random.Random) -> tuple[list[int], list[str], list[str]]:
