@@ -103,7 +103,12 @@ def measure(compiled: Any, spark: Any, *, rows: int, idle_s: float) -> dict[str,
     checkpoint = tempfile.mkdtemp(prefix="sluice-idle-")
     writer = compiled.envelopes.writeStream.foreachBatch(sink)
     writer = writer.option("checkpointLocation", checkpoint).trigger(processingTime="1 second")
-    handle = start_query(writer, spark, idle_batches=compiled.runs_when_idle)
+    handle = start_query(
+        writer,
+        spark,
+        idle_batches=compiled.runs_when_idle,
+        state_partitions=compiled.state_partitions,
+    )
     try:
         while sum(p["numInputRows"] for p in handle.recentProgress) < rows:
             if handle.exception() is not None:

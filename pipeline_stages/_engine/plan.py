@@ -56,6 +56,12 @@ class CompiledPipeline:
     #: and the sink runs it (and the stages after it) per micro-batch
     #: (`ForeachBatchSink(window=...)`).
     batch_window: Any | None = None
+    #: The shuffle partitions a new checkpoint of this query starts with (`start_query`), when
+    #: the window operator's state needs fewer than the session's: Spark calls the operator's
+    #: Python function once per partition and micro-batch, empty partitions included, and a
+    #: one-bucket operator's rows all go to one (`WindowPlan.state_partitions`). Spark keeps
+    #: an existing checkpoint's count (its offset log's), whatever the session says.
+    state_partitions: int | None = None
 
     def foreach_batch(
         self,
@@ -153,6 +159,9 @@ def compile_after_source(
         sink=sink,
         source_type=source_plan.source_type,
         batch_window=batch_window,
+        state_partitions=(
+            window.state_partitions if window is not None and batch_window is None else None
+        ),
     )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
@@ -102,12 +103,63 @@ POLLING_DELAY = "spark.sql.streaming.pollingDelay"
 SESSION_CONF_LOCK = threading.RLock()
 
 
+#: Spark's shuffle partitions; a stateful operator's state partitions in a new checkpoint.
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
+#: Optimizer rules with nothing to do in Sluice's compiled plans, which Structured Streaming
+#: optimizes again in every micro-batch: every filter is fenced from pushdown
+#: (`frame.filter_rows`), so predicate pushdown and filter pruning find nothing to move or
+#: fold. In the one-document window query they ran 6-7 times a batch each and never changed
+#: the plan; leaving them out took its optimization from 69 to 43 ms a batch (RESULTS.md,
+#: tenth session). Optimizer rules keep a plan's results, so leaving some out cannot change
+#: them (Spark refuses to leave out the rules that are needed).
+NO_OP_RULES = (
+    "org.apache.spark.sql.catalyst.optimizer.PushDownPredicates",
+    "org.apache.spark.sql.catalyst.optimizer.RemoveRedundantAliases",
+    "org.apache.spark.sql.catalyst.optimizer.PruneFilters",
+)
+
+
+def stream_settings(spark: SparkSession, state_partitions: int | None) -> dict[str, str]:
+    """The session settings a Sluice streaming query starts with: `NO_OP_RULES` left out of
+    the optimizer (besides any the session leaves out) and, with `state_partitions`, that many
+    shuffle partitions (None: the session's). Only a new checkpoint takes the partition
+    count: Spark restores an existing one's from its offset log, which the state store's
+    partitioning must keep."""
+    session_rules = (spark.conf.get(EXCLUDED_RULES, None) or "").split(",")
+    rules = [rule.strip() for rule in session_rules if rule.strip()]
+    rules += [rule for rule in NO_OP_RULES if rule not in rules]
+    settings = {EXCLUDED_RULES: ",".join(rules)}
+    if state_partitions is not None:
+        settings[SHUFFLE_PARTITIONS] = str(state_partitions)
+    return settings
+
+
+@contextmanager
+def query_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set `settings` on the shared session for the block (a query's `start()`, which copies
+    the session's SQL conf), under `SESSION_CONF_LOCK`; the previous values are restored."""
+    with SESSION_CONF_LOCK:
+        previous = {key: spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, before in previous.items():
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)
+
+
 def start_query(
     writer: DataStreamWriter,
     spark: SparkSession,
     *,
     idle_batches: bool,
     interval_ms: int | None = None,
+    state_partitions: int | None = None,
 ) -> StreamingQuery:
     """Start `writer`'s query; Spark runs micro-batches without input only when `idle_batches`.
 
@@ -123,6 +175,9 @@ def start_query(
     micro-batch wait for the next tick, capping a backlog at `maxOffsetsPerTrigger` rows
     per interval (10k rows/s at the defaults) whatever the machine could do.
 
+    `state_partitions`: the shuffle partitions a new checkpoint starts with
+    (`CompiledPipeline.state_partitions`; None: the session's); see `stream_settings`.
+
     A query copies the session's SQL conf when it starts, so the settings are made around
     `start()`, under a lock: queries started from other threads must not pick up each
     other's values.
@@ -134,15 +189,6 @@ def start_query(
         else:
             writer = writer.trigger(processingTime="0 seconds")
             settings[POLLING_DELAY] = f"{interval_ms}ms"
-    with SESSION_CONF_LOCK:
-        previous = {key: spark.conf.get(key, None) for key in settings}
-        for key, value in settings.items():
-            spark.conf.set(key, value)
-        try:
-            return writer.start()
-        finally:
-            for key, before in previous.items():
-                if before is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, before)
+    settings.update(stream_settings(spark, state_partitions))
+    with query_settings(spark, settings):
+        return writer.start()

@@ -111,3 +111,8 @@ class WindowPlan:
     #: True when the operator must be able to run in micro-batches without input (a wall-clock
     #: rule, partition idleness included: `OperatorSpec.runs_when_idle`).
     runs_when_idle: bool = False
+    #: The shuffle partitions the window operator's state needs in a new checkpoint: 1 when
+    #: all its rows go to one bucket (`OperatorSpec.splits_groups` is false); None: the
+    #: session's. Spark calls the operator's Python function once per partition and batch,
+    #: empty ones included (`plan.CompiledPipeline.state_partitions`).
+    state_partitions: int | None = None

@@ -328,7 +328,12 @@ def _run_query(
         .trigger(processingTime="0 seconds")
     )
     spark = compiled.envelopes.sparkSession
-    query = start_query(stream, spark, idle_batches=compiled.runs_when_idle)
+    query = start_query(
+        stream,
+        spark,
+        idle_batches=compiled.runs_when_idle,
+        state_partitions=compiled.state_partitions,
+    )
     deadline = time.monotonic() + run.max_seconds
     try:
         while not _finished(compiled, query, writer, sink):

@@ -313,6 +313,7 @@ class SparkEngine:
             self.session(),
             idle_batches=compiled.runs_when_idle,
             interval_ms=self._settings.trigger_interval_ms,
+            state_partitions=compiled.state_partitions,
         )
         return SparkQueryHandle(query, sink)
 

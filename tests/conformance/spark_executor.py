@@ -32,6 +32,7 @@ from pipeline_stages._base import PipelineInvalid, ProblemCollector
 from pipeline_stages._connectors.sources import scripted
 from pipeline_stages._connectors.sources.ingest import ingest
 from pipeline_stages._engine.plan import compile_after_source
+from pipeline_stages._engine.session import query_settings, stream_settings
 from pipeline_stages._stream.batch import BatchResult
 from pipeline_stages._stream.context import CompileContext, SourcePlan
 from pipeline_stages._windowing.batch.engine import ENGINE_CONF
@@ -177,12 +178,15 @@ class SparkExecutor:
         if sink.window is not None and self.window_wrapper is not None:
             self.window_wrapper(sink.window)
         self.sink = sink
-        self.query = (
+        writer = (
             self.compiled.envelopes.writeStream.foreachBatch(sink)
             .option("checkpointLocation", f"{self.directory}/checkpoint")
             .trigger(processingTime="0 seconds")
-            .start()
         )
+        # With the settings the service starts it with (`session.stream_settings`).
+        spark = self.compiled.envelopes.sparkSession
+        with query_settings(spark, stream_settings(spark, self.compiled.state_partitions)):
+            self.query = writer.start()
         _ACTIVE.append((self.query, self.sink, self.directory))
 
     def restart(self) -> None:

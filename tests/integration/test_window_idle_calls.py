@@ -78,7 +78,12 @@ def run(
     previous = spark.conf.get(IDLE_PROGRESS_EVERY)
     spark.conf.set(IDLE_PROGRESS_EVERY, "100ms")  # the query copies it when it starts
     try:
-        query = start_query(writer, spark, idle_batches=compiled.runs_when_idle)
+        query = start_query(
+            writer,
+            spark,
+            idle_batches=compiled.runs_when_idle,
+            state_partitions=compiled.state_partitions,
+        )
     finally:
         spark.conf.set(IDLE_PROGRESS_EVERY, previous)
 

@@ -245,6 +245,7 @@ def compile_window(
     stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
     envelopes = _operator(shipped, op_spec, stamp)
     closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
+    state_partitions = None if op_spec.splits_groups else 1
     batch = None
     if _engine(ctx, path, key) == "batch" and ineligible(op_spec) is None:
         if panes is not None:
@@ -262,6 +263,7 @@ def compile_window(
             closes_on_clock=closes_on_clock,
             fires_panes_on_clock=op_spec.fires_panes_on_clock,
             runs_when_idle=op_spec.runs_when_idle,
+            state_partitions=state_partitions,
         )
     after = frame_from_envelope(envelopes)
     for stage in split.suffix:
@@ -273,6 +275,7 @@ def compile_window(
         closes_on_clock=closes_on_clock,
         fires_panes_on_clock=op_spec.fires_panes_on_clock,
         runs_when_idle=op_spec.runs_when_idle,
+        state_partitions=state_partitions,
     )
 
 

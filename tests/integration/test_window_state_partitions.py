@@ -1,0 +1,130 @@
+"""The settings a window query starts with (`session.stream_settings`). State partitions: a
+new checkpoint of a one-bucket window gets one (`CompiledPipeline.state_partitions`), since
+Spark calls the operator's Python function once per partition and micro-batch, empty ones
+included; a checkpoint made with more keeps its count. Optimizer rules: `NO_OP_RULES` do not
+run in the query's micro-batches.
+
+The test session has 2 shuffle partitions. Each query runs through the conformance executor,
+which starts queries as the service does (`session.stream_settings`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from pipeline_stages._engine.session import EXCLUDED_RULES, NO_OP_RULES, stream_settings
+from tests.conformance.spark_executor import SparkExecutor, SparkParallelExecutor, stop_active
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+PIPELINE = [
+    {
+        "$source": {
+            "connectionName": "k",
+            "topic": "e",
+            "timeField": {"$dateFromString": {"dateString": "$t"}},
+        }
+    },
+    {
+        "$tumblingWindow": {
+            "interval": {"size": 1, "unit": "second"},
+            "allowedLateness": 0,
+            "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+        }
+    },
+]
+
+
+def state_partitions(executor: SparkExecutor) -> tuple[int, int]:
+    """The operator's (shuffle partitions, state store instances) in the last micro-batch."""
+    operator = executor.query.lastProgress["stateOperators"][0]
+    return operator["numShufflePartitions"], operator["numStateStoreInstances"]
+
+
+def run(executor: SparkExecutor, times: list[int]) -> list[dict[str, Any]]:
+    """One micro-batch per document (event times in ms from 2024-01-01, group key "a");
+    the results."""
+    out: list[dict[str, Any]] = []
+    for t in times:
+        executor.feed([{"t": f"2024-01-01T00:00:{t // 1000:02d}.{t % 1000:03d}Z", "k": "a"}])
+        out += executor.drain()[0]
+    return out
+
+
+def counts(results: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [(r["_id"], r["n"]) for r in results]
+
+
+def rules_run(executor: SparkExecutor) -> set[str]:
+    """The names of the optimizer rules the last micro-batch ran."""
+    rules = executor.query._jsq.streamingQuery().lastExecution().tracker().rules()
+    names = set()
+    entries = rules.iterator()
+    while entries.hasNext():
+        names.add(entries.next()._1())
+    return names
+
+
+def test_the_settings_keep_the_sessions_excluded_rules(spark: Any) -> None:
+    mine = "org.apache.spark.sql.catalyst.optimizer.ConstantFolding"
+    before = spark.conf.get(EXCLUDED_RULES, None)
+    spark.conf.set(EXCLUDED_RULES, mine)
+    try:
+        settings = stream_settings(spark, None)
+    finally:
+        if before is None:
+            spark.conf.unset(EXCLUDED_RULES)
+        else:
+            spark.conf.set(EXCLUDED_RULES, before)
+    assert settings == {EXCLUDED_RULES: ",".join([mine, *NO_OP_RULES])}
+    assert stream_settings(spark, 1)["spark.sql.shuffle.partitions"] == "1"
+
+
+def test_a_new_one_bucket_window_runs_its_state_in_one_partition() -> None:
+    executor = SparkExecutor()
+    executor.start(PIPELINE)
+    try:
+        assert executor.compiled.state_partitions == 1
+        results = run(executor, [0, 500, 1500, 2500])
+        assert state_partitions(executor) == (1, 1)
+        assert counts(results) == [("a", 2), ("a", 1)]
+        ran = rules_run(executor)
+        assert "org.apache.spark.sql.catalyst.optimizer.ConstantFolding" in ran
+        assert not ran & set(NO_OP_RULES)
+    finally:
+        stop_active()
+
+
+def test_an_existing_checkpoint_keeps_its_state_partitions_across_a_restart() -> None:
+    executor = SparkExecutor()
+    executor.start(PIPELINE)
+    try:
+        compiled = executor.compiled
+        # A checkpoint started before one-bucket windows got one partition: the session's 2.
+        executor.compiled = dataclasses.replace(compiled, state_partitions=None)
+        executor.restart()  # the first query saw no batch: this one starts the checkpoint
+        before = run(executor, [0, 400])
+        assert state_partitions(executor) == (2, 2)
+        executor.compiled = compiled
+        executor.restart()
+        after = run(executor, [800, 1500, 2500])
+        # Spark restores the offset log's partition count; the window spans the restart.
+        assert state_partitions(executor) == (2, 2)
+        assert counts(before + after) == [("a", 3), ("a", 1)]
+    finally:
+        stop_active()
+
+
+def test_a_window_split_over_two_buckets_keeps_the_session_partitions() -> None:
+    executor = SparkParallelExecutor()
+    executor.start(PIPELINE)
+    try:
+        assert executor.compiled.state_partitions is None
+        results = run(executor, [0, 500, 1500])
+        assert state_partitions(executor) == (2, 2)
+        assert counts(results) == [("a", 2)]
+    finally:
+        stop_active()
