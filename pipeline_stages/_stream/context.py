@@ -112,7 +112,8 @@ class WindowPlan:
     #: rule, partition idleness included: `OperatorSpec.runs_when_idle`).
     runs_when_idle: bool = False
     #: The shuffle partitions the window operator's state needs in a new checkpoint: 1 when
-    #: all its rows go to one bucket (`OperatorSpec.splits_groups` is false); None: the
-    #: session's. Spark calls the operator's Python function once per partition and batch,
-    #: empty ones included (`plan.CompiledPipeline.state_partitions`).
+    #: all its rows go to one bucket (`OperatorSpec.splits_groups` is false), else the fewest
+    #: over which the buckets land in different partitions (`spark.state_partitions`); None:
+    #: the session's. Spark calls the operator's Python function once per partition and
+    #: batch, empty ones included (`plan.CompiledPipeline.state_partitions`).
     state_partitions: int | None = None

@@ -1,7 +1,8 @@
 """The settings a window query starts with (`session.stream_settings`). State partitions: a
 new checkpoint of a one-bucket window gets one (`CompiledPipeline.state_partitions`), since
 Spark calls the operator's Python function once per partition and micro-batch, empty ones
-included; a checkpoint made with more keeps its count. Optimizer rules: `NO_OP_RULES` do not
+included; one split over P buckets gets the fewest over which the buckets land apart
+(`spark.state_partitions`); a checkpoint made with another count keeps it. Optimizer rules: `NO_OP_RULES` do not
 run in the query's micro-batches.
 
 The test session has 2 shuffle partitions. Each query runs through the conformance executor,
@@ -14,8 +15,14 @@ import dataclasses
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 
 from pipeline_stages._engine.session import EXCLUDED_RULES, NO_OP_RULES, stream_settings
+from pipeline_stages._windowing.spark.state_partitions import (
+    partition_of,
+    spark_hash_int,
+    spread_partitions,
+)
 from tests.conformance.spark_executor import SparkExecutor, SparkParallelExecutor, stop_active
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -118,13 +125,34 @@ def test_an_existing_checkpoint_keeps_its_state_partitions_across_a_restart() ->
         stop_active()
 
 
-def test_a_window_split_over_two_buckets_keeps_the_session_partitions() -> None:
+def test_a_window_split_over_two_buckets_gets_partitions_that_keep_them_apart() -> None:
+    """Spark hashes bucket ids 0 and 1 to one partition of 2: the two buckets would run one
+    after the other in one task. A new checkpoint gets 3 partitions, where they land apart."""
     executor = SparkParallelExecutor()
     executor.start(PIPELINE)
     try:
-        assert executor.compiled.state_partitions is None
+        assert executor.compiled.state_partitions == 3
         results = run(executor, [0, 500, 1500])
-        assert state_partitions(executor) == (2, 2)
+        assert state_partitions(executor) == (3, 3)
         assert counts(results) == [("a", 2)]
     finally:
         stop_active()
+
+
+def test_the_bucket_partitions_are_sparks_own(spark: Any) -> None:
+    """`spark_hash_int` is Spark's `hash()` of an INT, and `spread_partitions` keeps bucket ids
+    apart under Spark's own hash partitioning (`repartition` by the column, as the stateful
+    operator's shuffle does)."""
+    ids = [-(2**31), -7, -1, 0, 1, 2, 3, 41, 1000, 2**31 - 1]
+    frame = spark.createDataFrame([(i,) for i in ids], "b int")
+    hashed = [row[0] for row in frame.select(F.hash("b")).collect()]
+    assert hashed == [spark_hash_int(i) for i in ids]
+    for buckets in range(2, 9):
+        partitions = spread_partitions(buckets)
+        assert partitions is not None and partitions >= buckets
+        frame = spark.createDataFrame([(b,) for b in range(buckets)], "b int")
+        placed = frame.repartition(partitions, "b").select("b", F.spark_partition_id()).collect()
+        assert sorted(p for _, p in placed) == sorted(
+            {partition_of(b, partitions) for b in range(buckets)}
+        )
+        assert len({p for _, p in placed}) == buckets

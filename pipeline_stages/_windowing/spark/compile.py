@@ -74,6 +74,7 @@ from pipeline_stages._windowing.spark.inner import (
     with_flags,
 )
 from pipeline_stages._windowing.spark.panes import pane_spec, with_pane_filters
+from pipeline_stages._windowing.spark.state_partitions import spread_partitions
 from pipeline_stages._windowing.spark.unstamped import (
     stamped_failures,
     unstamped_input,
@@ -245,7 +246,7 @@ def compile_window(
     stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
     envelopes = _operator(shipped, op_spec, stamp)
     closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
-    state_partitions = None if op_spec.splits_groups else 1
+    state_partitions = spread_partitions(op_spec.bucket_count) if op_spec.splits_groups else 1
     batch = None
     if _engine(ctx, path, key) == "batch" and ineligible(op_spec) is None:
         if panes is not None:
