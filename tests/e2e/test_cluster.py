@@ -32,8 +32,14 @@ from tests.e2e.service_process import ServiceProcess, free_port, poll
 
 pytestmark = [pytest.mark.slow]
 
-#: Executors small enough for 1 GiB workers on a shared 2-core machine.
-CLUSTER_CONF = {"spark.executor.memory": "512m", "spark.executor.cores": "1"}
+#: Executors small enough for 1 GiB workers on a shared 2-core machine; windows split over two
+#: buckets, whose state partitions (3: `spark.state_partitions`) put them on both executors. (A
+#: one-bucket window runs its state in one partition: one task, on one executor.)
+CLUSTER_CONF = {
+    "spark.executor.memory": "512m",
+    "spark.executor.cores": "1",
+    "spark.sluice.window.buckets": "2",
+}
 
 
 def chunks(docs: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
@@ -146,11 +152,36 @@ def executors(rest: str) -> dict[str, dict[str, Any]]:
     return {e["id"]: e for e in listed if e["id"] != "driver"}
 
 
+def shuffle_readers(rest: str, after_stage: int) -> dict[str, int]:
+    """Per executor, the tasks of stages after `after_stage` that read shuffled rows: the
+    window operator's state tasks, one per bucket with rows."""
+    apps = httpx.get(f"{rest}/applications", timeout=10).json()
+    stages = httpx.get(
+        f"{rest}/applications/{apps[0]['id']}/stages", params={"details": "true"}, timeout=30
+    ).json()
+    readers: dict[str, int] = {}
+    for stage in stages:
+        if stage["stageId"] <= after_stage:
+            continue
+        for task in (stage.get("tasks") or {}).values():
+            read = (task.get("taskMetrics") or {}).get("shuffleReadMetrics", {})
+            if read.get("recordsRead", 0) > 0:
+                readers[task["executorId"]] = readers.get(task["executorId"], 0) + 1
+    return readers
+
+
+def last_stage(rest: str) -> int:
+    apps = httpx.get(f"{rest}/applications", timeout=10).json()
+    stages = httpx.get(f"{rest}/applications/{apps[0]['id']}/stages", timeout=30).json()
+    return max((stage["stageId"] for stage in stages), default=-1)
+
+
 def test_windows_and_dlq_on_two_executors_equal_local_mode(
     reference: dict[str, Outcome], on_cluster: tuple[ServiceProcess, str]
 ) -> None:
     service, rest = on_cluster
     before = {i: e["totalTasks"] for i, e in executors(rest).items()}
+    first_stage = last_stage(rest)
     with service.http() as client:
         outcome = run_scenarios(client, {"basic": BASIC})["basic"]
     assert outcome == reference["basic"]
@@ -159,6 +190,9 @@ def test_windows_and_dlq_on_two_executors_equal_local_mode(
     after = executors(rest)
     ran = {i: e["totalTasks"] - before.get(i, 0) for i, e in after.items()}
     assert len(after) == 2 and all(n > 0 for n in ran.values()), f"tasks per executor: {ran}"
+    # The window's two buckets ran on both executors (their state partitions keep them apart).
+    readers = shuffle_readers(rest, first_stage)
+    assert set(readers) == set(after), f"state tasks with rows per executor: {readers}"
     assert {e["hostPort"].split(":")[0] for e in after.values()} == {"127.0.0.1"}
     assert "sluice-code-" in " ".join(p.name for p in (service.data_dir / "spark-code").iterdir())
 

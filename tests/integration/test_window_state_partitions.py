@@ -51,6 +51,21 @@ def state_partitions(executor: SparkExecutor) -> tuple[int, int]:
     return operator["numShufflePartitions"], operator["numStateStoreInstances"]
 
 
+def conf_seen(executor: SparkExecutor) -> dict[str, Any]:
+    """What set the partitions, for a failure's message: the last batch's session and the
+    shared session's settings."""
+    keys = ["spark.sql.shuffle.partitions", "spark.sql.streaming.internal.stateStore.partitions"]
+    seen: dict[str, Any] = {"checkpoint": executor.directory}
+    try:
+        batch = executor.query._jsq.streamingQuery().lastExecution().sparkSession().conf()
+        seen["batch"] = {k: batch.get(k, "unset") for k in keys}
+        shared = executor.compiled.envelopes.sparkSession.conf
+        seen["shared"] = {k: shared.get(k, None) for k in keys}
+    except Exception as error:  # noqa: BLE001 - a diagnostic must not hide the failure
+        seen["error"] = repr(error)
+    return seen
+
+
 def run(executor: SparkExecutor, times: list[int]) -> list[dict[str, Any]]:
     """One micro-batch per document (event times in ms from 2024-01-01, group key "a");
     the results."""
@@ -96,7 +111,7 @@ def test_a_new_one_bucket_window_runs_its_state_in_one_partition() -> None:
     try:
         assert executor.compiled.state_partitions == 1
         results = run(executor, [0, 500, 1500, 2500])
-        assert state_partitions(executor) == (1, 1)
+        assert state_partitions(executor) == (1, 1), conf_seen(executor)
         assert counts(results) == [("a", 2), ("a", 1)]
         ran = rules_run(executor)
         assert "org.apache.spark.sql.catalyst.optimizer.ConstantFolding" in ran
@@ -133,7 +148,7 @@ def test_a_window_split_over_two_buckets_gets_partitions_that_keep_them_apart() 
     try:
         assert executor.compiled.state_partitions == 3
         results = run(executor, [0, 500, 1500])
-        assert state_partitions(executor) == (3, 3)
+        assert state_partitions(executor) == (3, 3), conf_seen(executor)
         assert counts(results) == [("a", 2)]
     finally:
         stop_active()
