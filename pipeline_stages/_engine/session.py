@@ -105,6 +105,10 @@ SESSION_CONF_LOCK = threading.RLock()
 
 #: Spark's shuffle partitions; a stateful operator's state partitions in a new checkpoint.
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+#: Spark 4's state partitions of a new checkpoint when set (else the shuffle partitions'). It
+#: turned up set on the shared session in a test process (2, from an earlier query), where
+#: it overrode the shuffle partitions a query started with: `stream_settings` sets it too.
+STATE_STORE_PARTITIONS = "spark.sql.streaming.internal.stateStore.partitions"
 EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 #: Optimizer rules with nothing to do in Sluice's compiled plans, which Structured Streaming
 #: optimizes again in every micro-batch: every filter is fenced from pushdown
@@ -123,15 +127,19 @@ NO_OP_RULES = (
 def stream_settings(spark: SparkSession, state_partitions: int | None) -> dict[str, str]:
     """The session settings a Sluice streaming query starts with: `NO_OP_RULES` left out of
     the optimizer (besides any the session leaves out) and, with `state_partitions`, that many
-    shuffle partitions (None: the session's). Only a new checkpoint takes the partition
-    count: Spark restores an existing one's from its offset log, which the state store's
-    partitioning must keep."""
+    shuffle partitions (None: the session's), the state partitions the same. Only a new
+    checkpoint takes the partition count: Spark restores an existing one's from its offset
+    log, which the state store's partitioning must keep."""
     session_rules = (spark.conf.get(EXCLUDED_RULES, None) or "").split(",")
     rules = [rule.strip() for rule in session_rules if rule.strip()]
     rules += [rule for rule in NO_OP_RULES if rule not in rules]
     settings = {EXCLUDED_RULES: ",".join(rules)}
     if state_partitions is not None:
         settings[SHUFFLE_PARTITIONS] = str(state_partitions)
+    # The state partitions follow the shuffle partitions, whatever the session holds.
+    settings[STATE_STORE_PARTITIONS] = settings.get(
+        SHUFFLE_PARTITIONS, spark.conf.get(SHUFFLE_PARTITIONS, None) or "200"
+    )
     return settings
 
 

@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from pipeline_stages._engine.session import EXCLUDED_RULES, NO_OP_RULES, stream_settings
+from pipeline_stages._engine.session import (
+    EXCLUDED_RULES,
+    NO_OP_RULES,
+    STATE_STORE_PARTITIONS,
+    stream_settings,
+)
 from pipeline_stages._windowing.spark.state_partitions import (
     partition_of,
     spark_hash_int,
@@ -101,8 +106,30 @@ def test_the_settings_keep_the_sessions_excluded_rules(spark: Any) -> None:
             spark.conf.unset(EXCLUDED_RULES)
         else:
             spark.conf.set(EXCLUDED_RULES, before)
-    assert settings == {EXCLUDED_RULES: ",".join([mine, *NO_OP_RULES])}
-    assert stream_settings(spark, 1)["spark.sql.shuffle.partitions"] == "1"
+    assert settings == {
+        EXCLUDED_RULES: ",".join([mine, *NO_OP_RULES]),
+        STATE_STORE_PARTITIONS: spark.conf.get("spark.sql.shuffle.partitions"),
+    }
+    one = stream_settings(spark, 1)
+    assert one["spark.sql.shuffle.partitions"] == one[STATE_STORE_PARTITIONS] == "1"
+
+
+def test_state_partitions_left_on_the_session_do_not_leak_into_a_new_query(spark: Any) -> None:
+    """Spark 4 takes a new checkpoint's state partitions from its internal setting when the
+    session holds one (a full test run's session did: 2, from an earlier query)."""
+    before = spark.conf.get(STATE_STORE_PARTITIONS, None)
+    spark.conf.set(STATE_STORE_PARTITIONS, "2")
+    executor = SparkExecutor()
+    try:
+        executor.start(PIPELINE)
+        run(executor, [0, 500])
+        assert state_partitions(executor) == (1, 1), conf_seen(executor)
+    finally:
+        stop_active()
+        if before is None:
+            spark.conf.unset(STATE_STORE_PARTITIONS)
+        else:
+            spark.conf.set(STATE_STORE_PARTITIONS, before)
 
 
 def test_a_new_one_bucket_window_runs_its_state_in_one_partition() -> None:
