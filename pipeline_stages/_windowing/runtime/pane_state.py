@@ -28,31 +28,29 @@ def pane_counts(state: Any) -> dict[int, PaneCounts]:
     return counts
 
 
+def upgraded_dict(obj: Any, name: str) -> dict[Any, Any]:
+    """`obj.<name>`, a dict field added to `obj` when it was pickled before the field existed
+    (a restart from an older checkpoint continues with it empty)."""
+    found: dict[Any, Any] | None = getattr(obj, name, None)
+    if found is None:
+        found = {}
+        setattr(obj, name, found)
+    return found
+
+
 def pane_updated(state: Any) -> dict[int, set[Any]]:
     """`state.pane_updated`, added to a state pickled before `onlyUpdatedPanes` was fired."""
-    updated: dict[int, set[Any]] | None = getattr(state, "pane_updated", None)
-    if updated is None:
-        updated = {}
-        state.pane_updated = updated
-    return updated
+    return upgraded_dict(state, "pane_updated")
 
 
 def pane_timers(state: Any) -> dict[int, int]:
     """`state.pane_timers`, added to a state pickled before `every` triggers were fired."""
-    timers: dict[int, int] | None = getattr(state, "pane_timers", None)
-    if timers is None:
-        timers = {}
-        state.pane_timers = timers
-    return timers
+    return upgraded_dict(state, "pane_timers")
 
 
 def pane_emitted(state: Any) -> dict[int, dict[Any, list[Emitted]]]:
     """`state.pane_emitted`, added to a state pickled before retractions were fired."""
-    emitted: dict[int, dict[Any, list[Emitted]]] | None = getattr(state, "pane_emitted", None)
-    if emitted is None:
-        emitted = {}
-        state.pane_emitted = emitted
-    return emitted
+    return upgraded_dict(state, "pane_emitted")
 
 
 __all__ = [
@@ -64,4 +62,5 @@ __all__ = [
     "pane_emitted",
     "pane_timers",
     "pane_updated",
+    "upgraded_dict",
 ]

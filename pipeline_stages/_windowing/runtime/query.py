@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline_stages._documents.ejson import from_relaxed_ejson
-from pipeline_stages._documents.values import MISSING, mql_type, sort_key
+from pipeline_stages._documents.values import MISSING, is_nullish, mql_type, sort_key, truthy
 
 _COMPARE = frozenset({"$gt", "$gte", "$lt", "$lte"})
 _FIELD_OPERATORS = _COMPARE | {"$eq", "$ne", "$in", "$nin", "$exists", "$not"}
@@ -108,7 +108,7 @@ def _operator(candidates: list[Candidate], op: str, operand: Any) -> bool:
         return not _field_matches(candidates, operand)
     if op == "$exists":
         present = any(value is not MISSING for value, _ in candidates)
-        return present == _truthy(operand)
+        return present == truthy(operand)
     if op in ("$in", "$nin"):
         found = any(_equals(candidates, from_relaxed_ejson(v)) for v in operand)
         return found if op == "$in" else not found
@@ -118,10 +118,6 @@ def _operator(candidates: list[Candidate], op: str, operand: Any) -> bool:
     if op == "$ne":
         return not _equals(candidates, value)
     return _compares(candidates, op, value)
-
-
-def _truthy(value: Any) -> bool:
-    return not (value is None or value is False or value == 0)
 
 
 def _tested(candidates: list[Candidate]) -> list[Any]:
@@ -137,7 +133,7 @@ def _tested(candidates: list[Candidate]) -> list[Any]:
 def _equals(candidates: list[Candidate], value: Any) -> bool:
     tested = _tested(candidates)
     if value is None:  # null matches null and a missing field
-        return any(v is None or v is MISSING for v in tested)
+        return any(is_nullish(v) for v in tested)
     key = sort_key(value)
     return any(v is not MISSING and sort_key(v) == key for v in tested)
 
@@ -147,7 +143,7 @@ def _compares(candidates: list[Candidate], op: str, value: Any) -> bool:
         return op in ("$gte", "$lte") and _equals(candidates, None)
     key = sort_key(value)
     for candidate in _tested(candidates):
-        if candidate is None or candidate is MISSING or mql_type(candidate) == "array":
+        if is_nullish(candidate) or mql_type(candidate) == "array":
             continue
         other = sort_key(candidate)
         if other[0] != key[0]:  # another BSON type bracket never compares

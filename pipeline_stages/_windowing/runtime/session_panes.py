@@ -94,6 +94,10 @@ class SessionPane:
     #: default, so states pickled before `every` fired on sessions read None.
     timer: int | None = None
 
+    def timer_due(self, now: int) -> bool:
+        """Whether the window's `every` pane fires at processing time `now`."""
+        return self.timer is not None and self.timer <= now
+
 
 #: A window's `(start, end, partition value, partition text)`.
 Bounds = tuple[int, int, Any, str]
@@ -200,8 +204,7 @@ class SessionPanes:
 
     def timer_due(self, session: PaneHolder, now: int) -> bool:
         """Whether the window's `every` pane fires at processing time `now`."""
-        timer = self._pane(session).timer
-        return timer is not None and timer <= now
+        return self._pane(session).timer_due(now)
 
     def fire_timer(self, session: PaneHolder, *, part: int, seq: int) -> None:
         """The window's `every` timer is due: the pane of its phase."""

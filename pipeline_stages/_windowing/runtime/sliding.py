@@ -44,7 +44,7 @@ from pipeline_stages._windowing.runtime.keyed import (
     decode_rows,
     emit_members,
 )
-from pipeline_stages._windowing.runtime.pane_state import ON_TIME_DONE
+from pipeline_stages._windowing.runtime.pane_state import ON_TIME_DONE, upgraded_dict
 from pipeline_stages._windowing.runtime.session_panes import SessionPane, SessionPanes
 from pipeline_stages._windowing.sliding import SlidingGeometry
 
@@ -154,7 +154,7 @@ class SlidingWindows:
         if panes is None:
             return
         seq, part = self.clock.last_seq, self.clock.last_part
-        due = self._windows(lambda p, s: p.panes[s].timer is not None and p.panes[s].timer <= now)
+        due = self._windows(lambda p, s: p.panes[s].timer_due(now))
         for window in due:
             panes.fire_timer(window, part=part, seq=seq)
 
@@ -343,8 +343,4 @@ class SlidingWindows:
 
 def _panes(part: SlidingPartition) -> dict[int, SessionPane]:
     """`part.panes`, added to a partition pickled before sliding windows fired panes."""
-    panes: dict[int, SessionPane] | None = getattr(part, "panes", None)
-    if panes is None:
-        panes = {}
-        part.panes = panes
-    return panes
+    return upgraded_dict(part, "panes")
