@@ -148,7 +148,11 @@ def query(spark: SparkSession, cmd: dict[str, Any]) -> Any:
 def progress_of(handle: Any) -> list[dict[str, Any]]:
     """Per batch: input rows and `triggerExecution` ms."""
     return [
-        {"rows": p["numInputRows"], "ms": p["durationMs"].get("triggerExecution", 0)}
+        {
+            "rows": p["numInputRows"],
+            "ms": p["durationMs"].get("triggerExecution", 0),
+            "phases": {k: v for k, v in p["durationMs"].items() if k != "triggerExecution"},
+        }
         for p in handle.recentProgress
     ]
 

@@ -259,7 +259,7 @@ class Bench:
         tmp.write_text(S.line(n, ts, 0, 50.0, 1) + "\n")
         tmp.rename(final)
 
-    def latency_run(self, side: str) -> dict[str, float]:
+    def latency_run(self, side: str) -> dict[str, Any]:
         """p50 latency and the 1-row batches' cost of one side (module docstring)."""
         live = self.files / self.name(f"live-{side}")
         live.mkdir()
@@ -358,10 +358,13 @@ class Bench:
         watcher.join()
         if side == "sluice":
             self.service.drop(name)
-            costs = [float(b["durationMs"]) for b in batches.values() if b.get("numInputRows") == 1]
+            one_row = [b for b in batches.values() if b.get("numInputRows") == 1]
+            costs = [float(b["durationMs"]) for b in one_row]
+            phases = [b.get("phasesMs") or {} for b in one_row]
         else:
-            progress = self.ask_native({"op": "stop"})["batches"]
-            costs = [float(b["ms"]) for b in progress if b["rows"] == 1]
+            progress = [b for b in self.ask_native({"op": "stop"})["batches"] if b["rows"] == 1]
+            costs = [float(b["ms"]) for b in progress]
+            phases = [b.get("phases") or {} for b in progress]
         latencies = []
         for start, seen_at in first_seen.items():
             closing = next((at for ts, at in written if ts >= start + 2000), None)
@@ -372,6 +375,10 @@ class Bench:
             "windows": len(latencies),
             "batch_ms_p50": statistics.median(costs) if costs else float("nan"),
             "one_row_batches": len(costs),
+            "phases_ms_p50": {
+                name: statistics.median(p.get(name, 0) for p in phases)
+                for name in sorted({name for p in phases for name in p})
+            },
         }
 
 

@@ -50,9 +50,10 @@ executors, Python workers, data source runners), and the same for the native pro
 from the first batch of the first measured `emit` run at the largest batch size (with
 `--profile-workers`, Spark's Python workers under it too), and prints the busiest functions (`--keep` keeps the collapsed stacks in the work directory).
 
-Trigger: the service runs its default (`SLUICE_TRIGGER_INTERVAL`, 1 s: a batch that takes
-less waits for the next second, which caps 10k-row batches at 10k rows/s); native runs
-Spark's default (the next batch as soon as the last is done) unless `--native-trigger`.
+Trigger: the service runs its default (`SLUICE_TRIGGER_INTERVAL`, 1 s: none of these
+pipelines closes windows on the wall clock, so their micro-batches run back to back while
+input waits, and an idle query looks for input once a second, `session.start_query`); native
+runs Spark's default (the next batch as soon as the last is done) unless `--native-trigger`.
 `--service-env KEY=VALUE` changes a service setting. The machine this runs on may be shared:
 compare the ratios of one run, not rows/s across runs.
 
@@ -206,6 +207,8 @@ def latency(bench: Bench, args: argparse.Namespace, _table: list[list[str]]) -> 
             f"({result['one_row_batches']} batches)",
             flush=True,
         )
+        phases = ", ".join(f"{name} {ms:.0f}" for name, ms in result["phases_ms_p50"].items())
+        print(f"  its phases, ms (p50 each): {phases}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

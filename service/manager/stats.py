@@ -273,10 +273,18 @@ class LiveStats:
             self.watermark = {"$date": spark_watermark}
         sources = progress.get("sources") or []
         self.source_lag = kafka_lag(sources[0]) if len(sources) == 1 else None
+        durations = progress.get("durationMs") or {}
         self.last_batch = {
             "batchId": batch_id,
             "numInputRows": int(progress.get("numInputRows", 0) or 0),
-            "durationMs": int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+            "durationMs": int(durations.get("triggerExecution", 0)),
+            # Spark's phases of it (`addBatch`, `queryPlanning`, `walCommit`, ...): where a
+            # micro-batch's time goes, as Spark's UI shows it.
+            "phasesMs": {
+                str(name): int(ms)
+                for name, ms in durations.items()
+                if name != "triggerExecution" and isinstance(ms, int | float)
+            },
             "processedRowsPerSecond": float(progress.get("processedRowsPerSecond", 0) or 0),
             "timestamp": progress.get("timestamp"),
         }

@@ -31,7 +31,7 @@ def demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_demo_prints_windows_and_cleans_up(tmp_path: Path) -> None:
-    result = demo(tmp_path, "--json", "--seconds", "30")
+    result = demo(tmp_path, "--json", "--seconds", "15")
     assert result.returncode == 0, result.stderr[-2000:]
     messages = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     outputs = [m for m in messages if "_dlqMessage" not in m]

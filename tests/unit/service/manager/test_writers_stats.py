@@ -165,6 +165,15 @@ def test_stats_count_each_batch_once_per_generation_and_persist() -> None:
     assert legacy.totals["inputMessageCount"] == 7  # counts of earlier versions still show
 
 
+def test_the_last_batch_shows_sparks_phases_of_its_duration() -> None:
+    stats = LiveStats()
+    durations = {"triggerExecution": 640, "addBatch": 410, "queryPlanning": 60, "walCommit": 21}
+    assert stats.record_progress({"batchId": 3, "numInputRows": 1, "durationMs": durations})
+    last = stats.to_record()["_lastBatch"]
+    assert last["durationMs"] == 640
+    assert last["phasesMs"] == {"addBatch": 410, "queryPlanning": 60, "walCommit": 21}
+
+
 def test_error_summaries_drop_stack_traces() -> None:
     wrapped = (
         "An exception was raised by the Python Proxy. Return Message: +- Project [a]\n"
