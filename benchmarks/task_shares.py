@@ -91,17 +91,20 @@ def log_files(path: Path) -> list[Path]:
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON events of one log file (`.zstd` ones through the `zstd` tool)."""
+    """The JSON events of one log file (`.zstd` ones through the `zstd` tool). A log whose
+    application was killed ends mid-line (and mid-frame): what was written is read."""
     if path.suffix == ".zstd":
         text = subprocess.run(
-            ["zstd", "-q", "-d", "-c", str(path)], capture_output=True, check=True
+            ["zstd", "-q", "-d", "-c", str(path)], capture_output=True, check=False
         ).stdout.decode("utf-8", "replace")
         lines: Iterable[str] = io.StringIO(text)
     else:
         lines = path.open(encoding="utf-8", errors="replace")
     for line in lines:
-        if line.strip():
+        try:
             yield json.loads(line)
+        except ValueError:
+            continue  # a blank line, or the last one of a killed application
 
 
 def main(argv: list[str] | None = None) -> int:
