@@ -34,6 +34,7 @@ from pipeline_stages._windowing.geometry import WindowGeometry  # noqa: E402
 from pipeline_stages._windowing.runtime import config as C  # noqa: E402
 from pipeline_stages._windowing.runtime.operator import make_operator  # noqa: E402
 from tests.unit.windowing.group_state import FakeState  # noqa: E402
+from tests.unit.windowing.operator_rows import operator_rows  # noqa: E402
 
 
 def spec(panes: C.PaneSpec | None, lateness_ms: int = 0) -> C.OperatorSpec:
@@ -56,23 +57,7 @@ def batch(first: int, n: int, keys: int, *, behind: bool = False) -> pd.DataFram
     time is up to 4 s behind its position (late for the window before, but allowed)."""
     seqs = range(first, first + n)
     events = [s - (s * 7919) % 4_000 if behind and s % 10 == 0 else s for s in seqs]
-    nothing = [None] * n
-    return pd.DataFrame(
-        {
-            "part": pd.Series([0] * n, dtype="int32"),
-            "seq": seqs,
-            "sub": [0] * n,
-            C.DOC_SUB: [0] * n,
-            "event_ms": events,
-            C.FLAG: pd.Series([C.FLAG_OK] * n, dtype="int8"),
-            C.ORIG: nothing,
-            C.FDOC: nothing,
-            C.FMETA: nothing,
-            C.REASON: nothing,
-            C.OPERATOR: nothing,
-            C.KEY: [f'"k{s % keys}"' for s in seqs],
-        }
-    )
+    return operator_rows(first, events, [f"k{s % keys}" for s in seqs])
 
 
 def timed(

@@ -31,6 +31,7 @@ from pipeline_stages._windowing.geometry import WindowGeometry  # noqa: E402
 from pipeline_stages._windowing.runtime import config as C  # noqa: E402
 from pipeline_stages._windowing.runtime.operator import make_operator  # noqa: E402
 from tests.unit.windowing.group_state import FakeState  # noqa: E402
+from tests.unit.windowing.operator_rows import operator_rows  # noqa: E402
 
 HOUR_MS = 3_600_000
 #: The `$sum`'s argument as the operator receives it: typed columns (`config.ValueColumns`).
@@ -59,28 +60,14 @@ def spec() -> C.OperatorSpec:
 def documents(first_seq: int, keys: range) -> pd.DataFrame:
     """One document per key, arriving from `first_seq` on, all inside the first hour."""
     n = len(keys)
-    seqs = range(first_seq, first_seq + n)
-    nothing = [None] * n
-    return pd.DataFrame(
-        {
-            "part": pd.Series([0] * n, dtype="int32"),
-            "seq": seqs,
-            "sub": [0] * n,
-            C.DOC_SUB: [0] * n,
-            "event_ms": [1_000 + s % 1_000_000 for s in seqs],
-            C.FLAG: pd.Series([C.FLAG_OK] * n, dtype="int8"),
-            C.ORIG: nothing,
-            C.FDOC: nothing,
-            C.FMETA: nothing,
-            C.REASON: nothing,
-            C.OPERATOR: nothing,
-            C.KEY: [f'"k{k}"' for k in keys],
-            "v_k": pd.Series([C.CODE_INT] * n, dtype="int8"),
-            "v_i": pd.Series(list(keys), dtype="int64"),
-            "v_d": [0.0] * n,
-            "v_j": nothing,
-        }
-    )
+    events = [1_000 + s % 1_000_000 for s in range(first_seq, first_seq + n)]
+    value = {
+        "v_k": pd.Series([C.CODE_INT] * n, dtype="int8"),
+        "v_i": pd.Series(list(keys), dtype="int64"),
+        "v_d": [0.0] * n,
+        "v_j": [None] * n,
+    }
+    return operator_rows(first_seq, events, [f"k{k}" for k in keys], values=value)
 
 
 class Bucket:

@@ -29,6 +29,7 @@ from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 from pipeline_stages._windowing.runtime.operator import make_operator
 from tests.unit.windowing.group_state import FakeState
+from tests.unit.windowing.operator_rows import operator_rows
 
 START_MS = 1_000_000  # processing time of the first call
 
@@ -63,25 +64,8 @@ def spec(
 def rows(
     first_seq: int, event_ms: list[int], keys: list[str], parts: list[int] | None = None
 ) -> pd.DataFrame:
-    n = len(event_ms)
-    nothing = [None] * n
-    return pd.DataFrame(
-        {
-            "part": pd.Series(parts or [0] * n, dtype="int32"),
-            "seq": range(first_seq, first_seq + n),
-            "sub": [0] * n,
-            C.DOC_SUB: [0] * n,
-            "event_ms": event_ms,
-            C.FLAG: pd.Series([C.FLAG_OK] * n, dtype="int8"),
-            C.ORIG: nothing,
-            C.FDOC: nothing,
-            C.FMETA: nothing,
-            C.REASON: nothing,
-            C.OPERATOR: nothing,
-            C.KEY: [f'"{k}"' for k in keys],
-            C.PKEY: [f'"{k}"' for k in keys],  # sessions and sliding windows partition by it
-        }
-    )
+    # Sessions and sliding windows partition by the key too.
+    return operator_rows(first_seq, event_ms, keys, parts=parts, partition_keys=True)
 
 
 def call(
