@@ -138,10 +138,12 @@ class Bench:
             return count >= target
 
         before = S.tree_cpu(self.service.proc.pid)
+        executors_before = S.executors_cpu()
         started = time.monotonic()
         self.service.call("POST", f"/processors/{name}:start")
         finished = S.wait_for(done, timeout=self.args.timeout, what=f"{name} to finish")
         cpu = S.tree_cpu(self.service.proc.pid) - before
+        executors = S.executors_cpu() - executors_before
         stats = self.service.stats(name)
         self.service.drop(name)
         for process, path in spy:
@@ -153,6 +155,9 @@ class Bench:
         }
         detail["first_batch_s"] = round(first[0] - started, 1)
         detail["steady_rows_per_s"] = steady(data.rows * (1 - first[1]), finished - first[0])
+        if executors:  # on a cluster: the driver (the service's tree) against the executors
+            detail["executors_cpu_s"] = round(executors, 1)
+            detail["driver_cpu_vs_executors"] = round((cpu.python + cpu.below) / executors, 3)
         return Run(data.rows / (finished - started), cpu, detail)
 
     def native_run(self, pipeline: str, data: S.Dataset) -> Run:

@@ -293,8 +293,8 @@ class Cpu:
         return Cpu(self.python - other.python, self.below - other.below)
 
 
-def tree_cpu(root: int) -> Cpu:
-    """`Cpu` of `root` and its descendants now."""
+def _process_table() -> tuple[dict[int, tuple[int, float, float]], dict[int, list[int]]]:
+    """Every process's `_stat`, and each one's children."""
     stats = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (stat := _stat(int(entry))) is not None:
@@ -302,14 +302,47 @@ def tree_cpu(root: int) -> Cpu:
     children: dict[int, list[int]] = collections.defaultdict(list)
     for pid, (ppid, _, _) in stats.items():
         children[ppid].append(pid)
-    if root not in stats:
-        return Cpu(0.0, 0.0)
+    return stats, children
+
+
+def _below(
+    root: int, stats: dict[int, tuple[int, float, float]], children: dict[int, list[int]]
+) -> float:
+    """CPU seconds of everything below `root` (descendants, reaped children included)."""
     below, todo = stats[root][2], list(children[root])
     while todo:
         pid = todo.pop()
         below += stats[pid][1] + stats[pid][2]
         todo += children[pid]
-    return Cpu(stats[root][1], below)
+    return below
+
+
+def tree_cpu(root: int) -> Cpu:
+    """`Cpu` of `root` and its descendants now."""
+    stats, children = _process_table()
+    if root not in stats:
+        return Cpu(0.0, 0.0)
+    return Cpu(stats[root][1], _below(root, stats, children))
+
+
+#: What a standalone cluster's executor process runs (`sluice cluster up`'s workers start it).
+EXECUTOR_MAIN = "CoarseGrainedExecutorBackend"
+
+
+def executors_cpu() -> float:
+    """CPU seconds of every Spark executor on this machine and everything below it (its
+    Python workers); 0 without a cluster. An executor lives as long as its application (the
+    service), so the difference of two readings is what its executors spent in between."""
+    stats, children = _process_table()
+    total = 0.0
+    for pid in stats:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if EXECUTOR_MAIN.encode() in command:
+            total += stats[pid][1] + _below(pid, stats, children)
+    return total
 
 
 # --------------------------------------------------------------------------- profiles

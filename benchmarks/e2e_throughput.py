@@ -45,7 +45,11 @@ and CPU seconds. All pipelines carry a DLQ into `local` (as a user would set one
 
 CPU seconds per run, read from /proc: the service's Python process (the driver: uvicorn,
 the foreachBatch sink, the stores) and everything below it (the JVM with the local
-executors, Python workers, data source runners), and the same for the native process.
+executors, Python workers, data source runners), and the same for the native process. With
+the service on a standalone cluster on this machine (`--service-env
+SLUICE_SPARK_MASTER=spark://...`), each Sluice run also reports its executors' CPU seconds
+(every `CoarseGrainedExecutorBackend` process and its Python workers) and the driver's CPU
+as a fraction of theirs (`driver_cpu_vs_executors`).
 `--profile S` samples the service's Python with py-spy (`pip install py-spy`) for S seconds
 from the first batch of the first measured `emit` run at the largest batch size (with
 `--profile-workers`, Spark's Python workers under it too), and prints the busiest functions (`--keep` keeps the collapsed stacks in the work directory).
