@@ -5,8 +5,9 @@ zstd-compressed, a file or a rolling-log directory) and prints, for each stage t
 least `--min-rows` rows, its tasks, the rows they read (records read from the source plus
 records read from a shuffle), the largest task's share and the executors that ran them; then,
 per kind of stage (reading the source, or reading a shuffle: the window's keyed step), the
-median and the worst share. This is what issue-level "no task gets more
-than 60 % of a batch's rows" is read from: Spark's own task metrics, not a guess.
+median and the worst share. Whether the work divides over a cluster ("no task gets more than
+60 % of a batch's rows") is read here from Spark's own task metrics. A `zstd` binary reads
+compressed logs (Spark's default codec for event logs).
 
     python benchmarks/task_shares.py /tmp/evlog [--min-rows 1000] [--stages]
 
