@@ -66,6 +66,7 @@ import statistics
 import sys
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -204,6 +205,12 @@ def window_stage(workload: str) -> dict[str, Any]:
     }
 
 
+#: The shuffle partitions each compiled Sluice window query starts with, as the service starts
+#: it (`CompiledPipeline.state_partitions`: one for one bucket, spread so that P buckets run in
+#: P tasks); `run_once` passes them to `start_query`.
+STATE_PARTITIONS: weakref.WeakKeyDictionary[DataFrame, int] = weakref.WeakKeyDictionary()
+
+
 def sluice_query(
     spark: SparkSession,
     directory: Path,
@@ -244,7 +251,9 @@ def sluice_query(
         if plan.batch is None:
             raise RuntimeError("the batch engine does not run this window")
         return plan.batch.compact, plan.batch
-    return plan.envelopes.select("kind", "window_start", "window_key")
+    frame = plan.envelopes.select("kind", "window_start", "window_key")
+    STATE_PARTITIONS[frame] = plan.state_partitions
+    return frame
 
 
 def ceiling_query(
@@ -434,7 +443,12 @@ def run_once(
     started = time.monotonic()
     handle = query.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
     handle = handle.trigger(processingTime="0 seconds")
-    handle = start_query(handle, query.sparkSession, idle_batches=idle_batches)
+    handle = start_query(
+        handle,
+        query.sparkSession,
+        idle_batches=idle_batches,
+        state_partitions=STATE_PARTITIONS.get(query),
+    )
     try:
         while True:
             progress = handle.recentProgress
