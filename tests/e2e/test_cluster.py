@@ -145,20 +145,22 @@ def test_executors_on_another_python_fail_the_engine_with_the_reason(
         service.cleanup()
 
 
+def application(rest: str) -> str:
+    """The REST URL of the service's Spark application (the driver runs one)."""
+    apps = httpx.get(f"{rest}/applications", timeout=10).json()
+    return f"{rest}/applications/{apps[0]['id']}"
+
+
 def executors(rest: str) -> dict[str, dict[str, Any]]:
     """Every executor the application had (`allexecutors` keeps the dead ones)."""
-    apps = httpx.get(f"{rest}/applications", timeout=10).json()
-    listed = httpx.get(f"{rest}/applications/{apps[0]['id']}/allexecutors", timeout=10).json()
+    listed = httpx.get(f"{application(rest)}/allexecutors", timeout=10).json()
     return {e["id"]: e for e in listed if e["id"] != "driver"}
 
 
 def shuffle_readers(rest: str, after_stage: int) -> dict[str, int]:
     """Per executor, the tasks of stages after `after_stage` that read shuffled rows: the
     window operator's state tasks, one per bucket with rows."""
-    apps = httpx.get(f"{rest}/applications", timeout=10).json()
-    stages = httpx.get(
-        f"{rest}/applications/{apps[0]['id']}/stages", params={"details": "true"}, timeout=30
-    ).json()
+    stages = httpx.get(f"{application(rest)}/stages", params={"details": "true"}, timeout=30).json()
     readers: dict[str, int] = {}
     for stage in stages:
         if stage["stageId"] <= after_stage:
@@ -171,8 +173,7 @@ def shuffle_readers(rest: str, after_stage: int) -> dict[str, int]:
 
 
 def last_stage(rest: str) -> int:
-    apps = httpx.get(f"{rest}/applications", timeout=10).json()
-    stages = httpx.get(f"{rest}/applications/{apps[0]['id']}/stages", timeout=30).json()
+    stages = httpx.get(f"{application(rest)}/stages", timeout=30).json()
     return max((stage["stageId"] for stage in stages), default=-1)
 
 

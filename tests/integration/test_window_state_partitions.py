@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pipeline_stages._engine.session import (
     EXCLUDED_RULES,
     NO_OP_RULES,
+    SHUFFLE_PARTITIONS,
     STATE_STORE_PARTITIONS,
     stream_settings,
 )
@@ -59,7 +60,7 @@ def state_partitions(executor: SparkExecutor) -> tuple[int, int]:
 def conf_seen(executor: SparkExecutor) -> dict[str, Any]:
     """What set the partitions, for a failure's message: the last batch's session and the
     shared session's settings."""
-    keys = ["spark.sql.shuffle.partitions", "spark.sql.streaming.internal.stateStore.partitions"]
+    keys = [SHUFFLE_PARTITIONS, STATE_STORE_PARTITIONS]
     seen: dict[str, Any] = {"checkpoint": executor.directory}
     try:
         batch = executor.query._jsq.streamingQuery().lastExecution().sparkSession().conf()
@@ -108,10 +109,10 @@ def test_the_settings_keep_the_sessions_excluded_rules(spark: Any) -> None:
             spark.conf.set(EXCLUDED_RULES, before)
     assert settings == {
         EXCLUDED_RULES: ",".join([mine, *NO_OP_RULES]),
-        STATE_STORE_PARTITIONS: spark.conf.get("spark.sql.shuffle.partitions"),
+        STATE_STORE_PARTITIONS: spark.conf.get(SHUFFLE_PARTITIONS),
     }
     one = stream_settings(spark, 1)
-    assert one["spark.sql.shuffle.partitions"] == one[STATE_STORE_PARTITIONS] == "1"
+    assert one[SHUFFLE_PARTITIONS] == one[STATE_STORE_PARTITIONS] == "1"
 
 
 def test_state_partitions_left_on_the_session_do_not_leak_into_a_new_query(spark: Any) -> None:
