@@ -26,11 +26,11 @@ from pipeline_stages._connectors.sinks.targets import prepare_frame
 from pipeline_stages._connectors.sources.rate_limit import Limit
 from pipeline_stages._connectors.sources.throttled import encode_limits
 from pipeline_stages._engine.sink import ForeachBatchSink
-from pipeline_stages._enrichment.operator_stats import observe_count
 from pipeline_stages._entry import entry_of
 from pipeline_stages._stream.context import CompileContext, SourcePlan, WindowPlan
 from pipeline_stages._stream.envelope import envelope_from_frame, frame_from_envelope
 from pipeline_stages._stream.frame import StreamFrame
+from pipeline_stages._stream.stage_counts import compile_counted
 from pipeline_stages._windowing.runtime.config import WindowSource
 from pipeline_stages._windowing.spark.compile import bucket_count
 
@@ -80,10 +80,6 @@ class CompiledPipeline:
         return ForeachBatchSink(
             writer, processor=processor, window=self.batch_window, input_counts=input_counts
         )
-
-
-#: Stages that observe their own counts (`_enrichment.operator_stats.observe_operator`).
-SELF_COUNTING = frozenset({"$lookup", "$cachedLookup", "$https"})
 
 
 def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPipeline:
@@ -137,13 +133,8 @@ def compile_after_source(
             # A window that ran stages on its results hands them over as a frame.
             handed = getattr(window, "frame", None)
             frame = handed if handed is not None else frame_from_envelope(window.envelopes)
-        elif stage.operator_name and stage.key not in SELF_COUNTING:
-            frame = _counted(frame, stage, "inputMessageCount")
-            frame = _counted(
-                module.compile(stage.spec, frame, ctx, stage.path), stage, "outputMessageCount"
-            )
         else:
-            frame = module.compile(stage.spec, frame, ctx, stage.path)
+            frame = compile_counted(stage.spec, frame, ctx, stage.path)
     ctx.problems.raise_if_any()
     if batch_window is not None:
         batch_window.after = _after_window(
@@ -163,19 +154,6 @@ def compile_after_source(
             window.state_partitions if window is not None and batch_window is None else None
         ),
     )
-
-
-def _counted(frame: StreamFrame, stage: Any, counter: str) -> StreamFrame:
-    """The frame observed with its healthy documents counted as the stage's `counter`, which
-    the stats show in `operatorStats` (read with the batch's input counts)."""
-    df = observe_count(
-        frame.df,
-        operator=stage.operator_name,
-        path=stage.path,
-        healthy=frame.healthy,
-        counter=counter,
-    )
-    return StreamFrame(df)
 
 
 def _prepare_throttle(parsed: ParsedPipeline, ctx: CompileContext) -> None:

@@ -27,11 +27,11 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pipeline_stages._stream.stage_counts import METRIC_PREFIX
+
 if TYPE_CHECKING:
     from pipeline_stages._stream.batch import SinkRequests
 
-#: Observed-metric names of operator stats start with this, then `<operator>:<stage path>`.
-METRIC_PREFIX = "sluice_operator:"
 #: Columns the runners add (see the module docstring).
 LATENCY_MS = "__operator_latency_ms__"
 CACHE_HIT = "__operator_cache_hit__"
@@ -70,16 +70,6 @@ def observe_operator(
         aggregates.append(count(inside).alias(f"latency{index}"))
         lower = bound
     return df.observe(f"{METRIC_PREFIX}{operator}:{path}", *aggregates)
-
-
-def observe_count(df: Any, *, operator: str, path: str, healthy: Any, counter: str) -> Any:
-    """`df` observed with its healthy documents counted as the operator's `counter`
-    (`inputMessageCount` on a stage's input frame, `outputMessageCount` on its output): the
-    counts of the stages that count nothing themselves (`$match`, `$addFields`, ...)."""
-    from pyspark.sql import functions as F
-
-    total = F.coalesce(F.sum(F.when(healthy, 1).otherwise(0)), F.lit(0)).alias(counter)
-    return df.observe(f"{METRIC_PREFIX}{operator}:{path}:{counter}", total)
 
 
 def latency_buckets(latencies_ms: Iterable[float]) -> list[int]:

@@ -30,12 +30,16 @@ Where the numbers come from:
 * `dlqByReason` / `dlqByOperator`: the DLQ records' `errInfo.reason` / `operatorName`, counted
   in the ledger with the batch; `eventTimeLagSeconds`: now − watermark, when it is read;
 * per-operator input and output (`operatorStats[]`, verbose): for the source (records read),
-  the window's first inner operator (the window results, counted from its stats rows), the
-  last operator (documents written; for `$https` as the sink, the requests answered 2xx), the
-  enrichment stages (above), and the stages between source and window or sink (`$match`,
-  `$addFields`, ...: the healthy documents entering and leaving them, observed with the batch
-  by the plan, `pipeline_stages._engine.plan`); omitted for stages inside a window and after
-  a batch-engine window.
+  the last operator (documents written; for `$https` as the sink, the requests answered 2xx),
+  the enrichment stages (above), and the stages that count nothing themselves (`$match`,
+  `$addFields`, ...: the healthy documents entering and leaving them, observed with the batch,
+  `pipeline_stages._stream.stage_counts`), in the main pipeline and inside a window, before
+  and after its `$group`/`$sort`. A window's operator adds, from its stats rows: the window's
+  results, as the output of the last of its blocking stages (`resultsOperator`), and its state
+  size and open window starts (`stateSize`, `minOpenWindowStartTime`,
+  `maxOpenWindowStartTime`) on the stage holding its state (`stateOperator`), whose input is
+  the documents reaching it. The blocking stages between them, and the stages after a
+  batch-engine window, report no counts.
 """
 
 from __future__ import annotations
@@ -113,7 +117,10 @@ class LiveStats:
         self.oldest_open: str | None = _iso(stored.get("oldestOpenWindowStart"))
         #: Per-partition lag of a Kafka source from the last progress (None: unknown).
         self.source_lag: dict[str, Any] | None = stored.get("sourceLag")
-        self._open_by_bucket: dict[int, tuple[int, str | None]] = {}
+        self.newest_open: str | None = _iso(stored.get("newestOpenWindowStart"))
+        #: The window's operator holding its state (the window operator's stats rows).
+        self.state_operator: str | None = stored.get("_stateOperator")
+        self._open_by_bucket: dict[int, tuple[int, str | None, str | None]] = {}
         self.generation = generation
         self.last_batch: dict[str, Any] | None = stored.get("_lastBatch")
         #: The last progress report's batch id in this process (gauges are taken once each).
@@ -180,10 +187,16 @@ class LiveStats:
         part[OPERATOR_DLQ] = operators
         part[REASON_DLQ] = reasons
         window_stats = list(window_stats)
+        results: dict[str, dict[str, Any]] = {}
         if window_stats:
             part["windowOutputCount"] = sum(
                 int(row.get("outputMessageCount", 0) or 0) for row in window_stats
             )
+            for row in window_stats:
+                name = row.get("resultsOperator")
+                if name:  # rows of older operators name none
+                    made = results.setdefault(str(name), {"outputMessageCount": 0})
+                    made["outputMessageCount"] += int(row.get("outputMessageCount", 0) or 0)
         if input_metrics is not None and not self.input_from_progress:
             part["inputMessageCount"] = int(input_metrics.get("count", 0) or 0)
             part["inputMessageSize"] = int(input_metrics.get("bytes", 0) or 0)
@@ -192,6 +205,8 @@ class LiveStats:
             part[OPERATOR_STATS] = dict(input_metrics.get("operators") or {})
         if sink_operators:
             part[OPERATOR_STATS] = add_operators(part.get(OPERATOR_STATS) or {}, sink_operators)
+        if results:
+            part[OPERATOR_STATS] = add_operators(part.get(OPERATOR_STATS) or {}, results)
         counted = self._record(LANE_BATCHES, batch_id, part)
         with self._lock:
             self._window_stats(window_stats)
@@ -222,11 +237,17 @@ class LiveStats:
                 self._watermark_by_bucket[bucket] = str(row["watermark"].get("$date"))
             if "openWindows" in row:
                 oldest = _iso(row.get("minOpenWindowStartTime"))
-                self._open_by_bucket[bucket] = (int(row["openWindows"] or 0), oldest)
+                newest = _iso(row.get("maxOpenWindowStartTime"))
+                self._open_by_bucket[bucket] = (int(row["openWindows"] or 0), oldest, newest)
+            if row.get("stateOperator"):
+                self.state_operator = str(row["stateOperator"])
         if self._open_by_bucket:
-            self.open_windows = sum(count for count, _ in self._open_by_bucket.values())
-            starts = [start for _, start in self._open_by_bucket.values() if start]
-            self.oldest_open = min(starts) if starts else None
+            self.open_windows = sum(count for count, _, _ in self._open_by_bucket.values())
+            opened = self._open_by_bucket.values()
+            oldest_starts = [start for _, start, _ in opened if start]
+            self.oldest_open = min(oldest_starts) if oldest_starts else None
+            newest_starts = [start for _, _, start in opened if start]
+            self.newest_open = max(newest_starts) if newest_starts else None
         if self._state_by_bucket:
             self.state_size = sum(self._state_by_bucket.values())
         if self._watermark_by_bucket:
@@ -308,6 +329,8 @@ class LiveStats:
             record["windowOutputCount"] = current["windowOutputCount"]
             record["openWindows"] = self.open_windows
             record["oldestOpenWindowStart"] = self.oldest_open
+            record["newestOpenWindowStart"] = self.newest_open
+            record["_stateOperator"] = self.state_operator
             record["sourceLag"] = self.source_lag
             record["_lastBatch"] = self.last_batch
             return record
@@ -331,12 +354,10 @@ class LiveStats:
         last_state_change: datetime,
         scale: int = 1,
         operators: Iterable[str] = (),
-        window_operator: str | None = None,
         verbose: bool = False,
     ) -> dict[str, Any]:
         """Atlas's `stats` object and Sluice's additions (module docstring); `verbose` adds
-        `operatorStats` (`window_operator`: the window's first inner operator) and Spark's
-        last batch."""
+        `operatorStats` and Spark's last batch."""
         with self._lock:
             current = self._ledger.current()
             out: dict[str, Any] = {
@@ -363,10 +384,11 @@ class LiveStats:
                 out["throttle"] = throttle
             if verbose:
                 out["operatorStats"] = operator_entries(current, list(operators), scale)
-                if window_operator is not None:
-                    for entry in out["operatorStats"]:
-                        if entry["name"] == window_operator:
-                            entry["outputMessageCount"] = current["windowOutputCount"]
+                for entry in out["operatorStats"]:
+                    if entry["name"] == self.state_operator:
+                        entry["stateSize"] = out["stateSize"]
+                        entry["minOpenWindowStartTime"] = self.oldest_open
+                        entry["maxOpenWindowStartTime"] = self.newest_open
                 out["lastBatch"] = self.last_batch
             return out
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipeline_stages import WINDOW_KEYS, parse_pipeline
+from pipeline_stages import parse_pipeline
 from pipeline_stages._base import PipelineInvalid
 from service.config.settings import Settings
 from service.manager.runs import Run, RunTable, retry_count
@@ -55,10 +55,9 @@ class ProcessorView:
     ) -> dict[str, Any]:
         """Atlas's stats object for a processor."""
         operators: list[str] = []
-        window_operator = None
         if verbose:
             try:
-                operators, window_operator = operator_names(json.loads(record.pipeline_json))
+                operators = operator_names(json.loads(record.pipeline_json))
             except PipelineInvalid:
                 operators = []
         run = self.runs.get(record.id)
@@ -70,7 +69,6 @@ class ProcessorView:
             last_state_change=record.last_state_change,
             scale=scale,
             operators=operators,
-            window_operator=window_operator,
             verbose=verbose,
         )
         if detail is not None:
@@ -114,17 +112,6 @@ def error_public(error: ProcessorError) -> dict[str, Any]:
     }
 
 
-def operator_names(pipeline: Any) -> tuple[list[str], str | None]:
-    """The pipeline's operator names in order, and the window's first inner operator (the
-    one whose output the window operator's stats rows count), if it has a window."""
-    operators: list[str] = []
-    window_operator = None
-    in_window = False
-    for stage in parse_pipeline(pipeline).walk():
-        if stage.key in WINDOW_KEYS:
-            in_window = True
-        elif stage.operator_name:
-            if in_window and window_operator is None:
-                window_operator = stage.operator_name
-            operators.append(stage.operator_name)
-    return operators, window_operator
+def operator_names(pipeline: Any) -> list[str]:
+    """The pipeline's operator names in order, the window's inner stages included."""
+    return [stage.operator_name for stage in parse_pipeline(pipeline).walk() if stage.operator_name]

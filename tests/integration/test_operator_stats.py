@@ -65,7 +65,7 @@ class Recorder:
                 (str(d.get("operatorName", "")), 1, str((d.get("errInfo") or {}).get("reason", "")))
                 for d in batch.dlq
             ],
-            window_stats=[],
+            window_stats=batch.stats,
             input_metrics=batch.input,
             sink_operators=batch.operators,
         )
@@ -276,3 +276,44 @@ def test_stages_between_source_and_sink_report_their_input_and_output(
     project = operators["ProjectOperator"]
     assert project["inputMessageCount"] == project["outputMessageCount"] == recorder.documents
     assert "latencyMs" not in match  # no latency is measured for them
+
+
+def test_a_windows_inner_stages_report_their_input_output_and_state(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Inside a window: the stages before `$group` are counted as in the main pipeline, the
+    `$group` shows the documents reaching it, its state and its open windows, the stage after
+    it the window's results (issue 27: stages inside a window reported nothing)."""
+    # Event times in seconds: windows [0, 10) and [10, 20) close; [20, 30) stays open.
+    times = [1, 2, 3, 11, 12, 4, 13, 21, 22]
+    docs = [
+        {"t": {"$date": f"2024-01-01T00:00:{s:02d}Z"}, "k": "ab"[i % 2], "keep": i != 1}
+        for i, s in enumerate(times)
+    ]
+    body = {
+        "interval": {"size": 10, "unit": "second"},
+        "pipeline": [
+            {"$match": {"keep": True}},
+            {"$group": {"_id": "$k", "n": {"$sum": 1}}},
+            {"$project": {"n": 1}},
+        ],
+    }
+    pipeline = [
+        {"$source": {"documents": docs, "timeField": "$t", "config": {"batchSize": 3}}},
+        {"$tumblingWindow": body},
+    ]
+    operators, recorder = _operators(spark, tmp_path, pipeline, 4)
+    late = [d for d in recorder.batches.values() for d in d.dlq]
+    assert len(late) == 1 and late[0]["errInfo"]["reason"] == "Input document arrived late."
+    match = operators["MatchOperator"]
+    assert (match["inputMessageCount"], match["outputMessageCount"]) == (len(docs), len(docs) - 1)
+    group = operators["GroupOperator"]
+    assert group["inputMessageCount"] == len(docs) - 1  # the late one too: $group DLQs it
+    assert group["minOpenWindowStartTime"] == group["maxOpenWindowStartTime"]
+    assert group["minOpenWindowStartTime"] == "2024-01-01T00:00:20.000Z"
+    assert group["stateSize"] > 0
+    project = operators["ProjectOperator"]
+    # [0, 10): a twice (the b was dropped; the 4 s one is late); [10, 20): a twice, b once.
+    results = sorted((d["_id"], d["n"]) for d in recorder.outputs)
+    assert results == [("a", 2), ("a", 2), ("b", 1)]
+    assert project["inputMessageCount"] == project["outputMessageCount"] == len(results)

@@ -208,7 +208,7 @@ class BatchWindow:
         delta = FixedDelta.of(core.state, core.inner.touched, lengths) if tracked else None
         size = self._save(batch_id, clock, core.state, delta)
         self._live = (batch_id, clock, core.state)
-        stats = stats_doc(0, clock, core.open_starts(), size, out)
+        stats = stats_doc(0, clock, core.open_starts(), size, out, inner=spec.inner)
         out.stats(stats, part=clock.last_part, seq=clock.last_seq)
         return out.rows
 

@@ -173,6 +173,10 @@ class InnerPlan:
     needs_doc: bool = False
     exploded: bool = False
     first_operator: str = "LimitOperator"
+    #: The operators holding the window's state and making its results, for their stats
+    #: (`spark.inner.InnerSplit`).
+    state_operator: str = "LimitOperator"
+    results_operator: str = "LimitOperator"
 
 
 @dataclass(frozen=True)

@@ -197,13 +197,17 @@ def stats_doc(
     out: Emitter,
     pane_due: int | None = None,
     *,
+    inner: C.InnerPlan,
     dated: bool = True,
 ) -> dict[str, Any]:
     """The stats row's document; `pane_due`: when the bucket's next `every` pane fires (None:
     not before new input), which `sluice process` waits for at the end of a finite input;
+    `inner`: names the operators the stats show the window's state and results under;
     `dated`: False for `$globalWindow`, whose open window has no start to show."""
     return {
         "bucket": bucket,
+        "stateOperator": inner.state_operator,
+        "resultsOperator": inner.results_operator,
         "openWindows": len(starts),
         "watermark": date_json(clock.combined),
         "stateSize": size,
@@ -267,6 +271,7 @@ def make_operator(
                 len(blob),
                 out,
                 pane_wake(spec, core),
+                inner=spec.inner,
                 dated=not spec.is_global,
             ),
             part=clock.last_part,

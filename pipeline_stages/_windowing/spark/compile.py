@@ -43,7 +43,7 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import NumericType
 
 from pipeline_stages._base import ProblemCode, join_path
-from pipeline_stages._entry import entry_of, key_of
+from pipeline_stages._entry import key_of
 from pipeline_stages._stream.context import WindowPlan
 from pipeline_stages._stream.envelope import (
     ENVELOPE_SCHEMA,
@@ -51,6 +51,7 @@ from pipeline_stages._stream.envelope import (
     frame_from_envelope,
 )
 from pipeline_stages._stream.frame import DOC, EVENT_MS, PART, SEQ, SUB, StreamFrame
+from pipeline_stages._stream.stage_counts import compile_counted, counted
 from pipeline_stages._windowing.batch.engine import (
     ENGINE_CONF,
     ENGINES,
@@ -207,6 +208,14 @@ def compile_window(
         if exploded and isinstance(geometry, WindowGeometry):
             frame = explode_fixed(frame, geometry, meta_field=source.meta_field)
         frame = compile_prefix(frame, split.prefix, ctx)
+        # The documents reaching the window's state (late ones too: the operator sends them
+        # to the DLQ), one per window they enter when exploded.
+        frame = counted(
+            frame,
+            operator=split.state_operator,
+            path=first.path if first is not None else join_path(path, key, "pipeline"),
+            counter="inputMessageCount",
+        )
         group_plan = None
         if group_stage is not None:
             frame, group_plan = compile_group(frame, group_stage, problems)
@@ -218,6 +227,8 @@ def compile_window(
             needs_doc=group_plan is None,
             exploded=exploded,
             first_operator=split.first_operator,
+            state_operator=split.state_operator,
+            results_operator=split.results_operator,
         )
         op_spec = C.OperatorSpec(
             kind=kind,
@@ -268,7 +279,7 @@ def compile_window(
         )
     after = frame_from_envelope(envelopes)
     for stage in split.suffix:
-        after = entry_of(stage.spec).module.compile(stage.spec, after, ctx, stage.path)
+        after = compile_counted(stage.spec, after, ctx, stage.path)
     return WindowResult(
         envelopes=envelope_from_frame(after),
         frame=after,

@@ -47,6 +47,7 @@ from pipeline_stages._stream.frame import (
     SUB,
     StreamFrame,
 )
+from pipeline_stages._stream.stage_counts import compile_counted
 from pipeline_stages._windowing.geometry import WindowGeometry
 from pipeline_stages._windowing.runtime import config as C
 
@@ -80,6 +81,22 @@ class InnerSplit:
         """The DLQ operator of late documents: the first window-aware operator."""
         first = (self.prefix or self.blocking or (None,))[0]
         return _FIRST_OPERATORS.get(first.key if first else "", "LimitOperator")
+
+    @property
+    def state_operator(self) -> str:
+        """The operator holding the window's state: the blocking run's first stage, or the
+        implicit `$limit` of a window without one (`first_operator`)."""
+        if not self.blocking:
+            return self.first_operator
+        return entry_of(self.blocking[0].spec).operator_name or self.first_operator
+
+    @property
+    def results_operator(self) -> str:
+        """The operator whose output the window operator emits: the blocking run's last
+        stage, or the implicit `$limit` of a window without one (`first_operator`)."""
+        if not self.blocking:
+            return self.first_operator
+        return entry_of(self.blocking[-1].spec).operator_name or self.first_operator
 
 
 def split_inner(stages: Sequence[InnerStage], problems: Any) -> InnerSplit:
@@ -196,7 +213,7 @@ def compile_prefix(frame: StreamFrame, prefix: Sequence[InnerStage], ctx: Any) -
     ctx.window_ahead = True
     try:
         for stage in prefix:
-            frame = entry_of(stage.spec).module.compile(stage.spec, frame, ctx, stage.path)
+            frame = compile_counted(stage.spec, frame, ctx, stage.path)
     finally:
         ctx.window_ahead = saved
     return mark_inside_failures(frame, dropped=True)

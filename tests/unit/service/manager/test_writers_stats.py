@@ -277,3 +277,54 @@ def test_a_driver_side_sink_reports_its_requests_too(stores: Stores) -> None:
     entry = _https_entry(stats)
     assert (entry["inputMessageCount"], entry["outputMessageCount"]) == (2, 1)
     assert entry["latencyMs"]["samples"] == 2
+
+
+def _window_row(bucket: int, results: int, oldest: str, newest: str) -> dict[str, Any]:
+    """A window operator's stats row (`runtime.operator.stats_doc`)."""
+    return {
+        "bucket": bucket,
+        "stateOperator": "GroupOperator",
+        "resultsOperator": "SortOperator",
+        "openWindows": 2,
+        "stateSize": 100,
+        "minOpenWindowStartTime": {"$date": oldest},
+        "maxOpenWindowStartTime": {"$date": newest},
+        "outputMessageCount": results,
+    }
+
+
+def test_a_windows_operators_show_its_results_state_and_open_windows() -> None:
+    stats = LiveStats(input_from_progress=False)
+
+    def record(batch_id: int, *rows: dict[str, Any]) -> None:
+        stats.record_batch(
+            batch_id, output_sizes=[], dlq_records=[], window_stats=rows, input_metrics=None
+        )
+
+    t0, t1, t2 = (f"2024-01-01T00:0{m}:00.000Z" for m in (0, 1, 2))
+    record(0, _window_row(0, 3, t0, t1), _window_row(1, 2, t1, t2))
+    record(0, _window_row(0, 3, t0, t1), _window_row(1, 2, t1, t2))  # replayed: no change
+    record(1, _window_row(0, 4, t1, t2), _window_row(1, 0, t1, t1))
+    public = stats.public(
+        name="p",
+        processor_id="i",
+        status="running",
+        last_state_change=datetime.now(tz=UTC),
+        operators=["SourceOperator", "GroupOperator", "SortOperator", "MergeOperator"],
+        verbose=True,
+    )
+    entries = {entry["name"]: entry for entry in public["operatorStats"]}
+    assert entries["SortOperator"]["outputMessageCount"] == 9  # every bucket's results
+    group = entries["GroupOperator"]
+    assert (group["stateSize"], group["minOpenWindowStartTime"]) == (200, t1)
+    assert group["maxOpenWindowStartTime"] == t2  # the newest over both buckets
+    again = LiveStats(stats.to_record(), input_from_progress=False)
+    persisted = again.public(
+        name="p",
+        processor_id="i",
+        status="stopped",
+        last_state_change=datetime.now(tz=UTC),
+        operators=["GroupOperator"],
+        verbose=True,
+    )
+    assert persisted["operatorStats"][0]["maxOpenWindowStartTime"] == t2
