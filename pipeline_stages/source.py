@@ -284,6 +284,8 @@ def _read_stream(spec: SourceSpec, ctx: Any, body: str) -> tuple[Any, int | None
         texts = [json.dumps(doc, allow_nan=False) for doc in spec.documents]
         batch = ctx.batch_size or _documents_batch(spec.config, ctx, len(texts))
         base_ms = ctx.base_time_ms if ctx.base_time_ms is not None else int(time.time() * 1000)
+        if _file_backed(ctx, texts, batch):
+            return documents.file_stream(ctx.spark, texts, base_ms, ctx.documents_dir), len(texts)
         stream = (
             reader.format(documents.FORMAT)
             .option("documents", json.dumps(texts))
@@ -370,6 +372,20 @@ def _empty_stream(ctx: Any) -> Any:
     from pipeline_stages._connectors.sources import documents
 
     return ctx.spark.readStream.format(documents.FORMAT).option("documents", json.dumps([])).load()
+
+
+def _file_backed(ctx: Any, texts: list[str], batch: int) -> bool:
+    """Whether a `documents` array is read by Spark's own file source
+    (`sources.documents.file_stream`): the run gave a directory for it, reads the whole
+    array in one micro-batch without `$throttle` (which Sluice's readers apply), and its
+    executors share the driver's disk (a local master)."""
+    return (
+        ctx.documents_dir is not None
+        and bool(texts)
+        and batch >= len(texts)
+        and ctx.throttle is None
+        and str(ctx.spark.sparkContext.master).startswith("local")
+    )
 
 
 def _documents_batch(config: SourceConfig, ctx: Any, documents: int) -> int:

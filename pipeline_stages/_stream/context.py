@@ -49,6 +49,11 @@ class CompileContext:
     documents_batch_default: int | None = None
     #: Where file-backed sources and spools live.
     data_dir: str = ".sluice"
+    #: A directory a `documents` array read in one micro-batch may be written to, for Spark's
+    #: own file source to read (`sources.documents.file_stream`: no Python process to start
+    #: before the first batch). Only for runs that never resume (`sluice process`), which
+    #: delete it; None: the `documents` source.
+    documents_dir: str | None = None
     #: Test hook: the wall-clock base (ms) the documents source stamps documents with.
     base_time_ms: int | None = None
     #: Set while compiling stages that precede a window stage: filtered documents must then

@@ -80,7 +80,7 @@ def resolve_target(url: str | None, api_key: str | None, config: str | None = No
     Raises:
         ValueError: When an explicitly named config file cannot be read.
     """
-    from service.auth import read_key_file
+    from service.config.api_key_file import read_key_file
 
     settings = _config_file(config)
     resolved_url = url or os.environ.get("SLUICE_URL") or settings.get("url") or DEFAULT_URL

@@ -163,7 +163,7 @@ def run_demo(
 
 
 def _start(directory: Path, err: TextIO) -> tuple[EmbeddedServer, SluiceClient]:
-    from service.auth import read_key_file
+    from service.config.api_key_file import read_key_file
     from service.main import create_app
 
     settings = Settings(data_dir=directory, api_keys=[], default_dlq=None)

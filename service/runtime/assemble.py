@@ -29,6 +29,7 @@ def compile_context(
     data_dir: str | None = None,
     batch_size: int | None = None,
     documents_batch_default: int | None = None,
+    documents_dir: str | None = None,
     window_engine: str | None = None,
     window_buckets: int | None = None,
     lookup_stores: Any = None,
@@ -43,6 +44,7 @@ def compile_context(
         has_dlq=has_dlq,
         batch_size=batch_size,
         documents_batch_default=documents_batch_default,
+        documents_dir=documents_dir,
         connections={
             name: ConnectionInfo(c.name, c.type, dict(c.config)) for name, c in connections.items()
         },

@@ -142,14 +142,20 @@ def problems_json(error: PipelineInvalid) -> str:
     return json.dumps(body)
 
 
-def source_position(progress: dict[str, Any] | None) -> int | None:
-    """How many records of a finite source the last completed batch had read up to."""
+def source_position(progress: dict[str, Any] | None, total: int | None = None) -> int | None:
+    """How many records of a finite source the last completed batch had read up to; `total`:
+    the source's records, for a `documents` array read from a file (Spark's file source
+    offset `{"logOffset": n}`: the whole array is in its first batch)."""
     if not progress or not progress.get("sources"):
         return None
     end = progress["sources"][0].get("endOffset")
     if isinstance(end, str):
         end = json.loads(end)
-    return int(end["index"]) if isinstance(end, dict) and "index" in end else None
+    if not isinstance(end, dict):
+        return None
+    if "index" in end:
+        return int(end["index"])
+    return total if "logOffset" in end else None
 
 
 def run_process(
@@ -227,6 +233,35 @@ def _compile_and_run(
     err: TextIO,
     run: _RunControl,
 ) -> int:
+    # The run's `documents` array as a file Spark reads itself (no Python source process
+    # to start first: `sources.documents.file_stream`); deleted with the run.
+    with tempfile.TemporaryDirectory(
+        prefix="sluice-process-documents-", ignore_cleanup_errors=True
+    ) as documents_dir:
+        return _compile_and_run_in(
+            parsed,
+            ctx_args=ctx_args,
+            documents_dir=documents_dir,
+            connections=connections,
+            local=local,
+            out=out,
+            err=err,
+            run=run,
+        )
+
+
+def _compile_and_run_in(
+    parsed: Any,
+    *,
+    ctx_args: tuple[Any, str, int | None],
+    documents_dir: str,
+    connections: Mapping[str, Any],
+    local: _LocalStore,
+    out: TextIO,
+    err: TextIO,
+    run: _RunControl,
+) -> int:
+    """`_compile_and_run` with the directory for the run's `documents` array."""
     spark, processor_name, batch_size = ctx_args
     ctx = compile_context(
         spark,
@@ -237,6 +272,7 @@ def _compile_and_run(
         # A `documents` array arrives in one micro-batch unless the pipeline or `--batch-size`
         # says otherwise: the same results, the README example's first line 0.7-1 s sooner.
         documents_batch_default=0,
+        documents_dir=documents_dir,
         lookup_stores=lookup_opener(local.url(), connections),
     )
     try:
@@ -376,7 +412,7 @@ def _finished(compiled: Any, query: Any, writer: StdoutWriter, sink: Any) -> boo
     if compiled.finite_total is None:
         return False
     progress = query.lastProgress
-    if source_position(progress) != compiled.finite_total:
+    if source_position(progress, compiled.finite_total) != compiled.finite_total:
         return False
     try:
         sink.flush()

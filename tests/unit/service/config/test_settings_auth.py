@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from service.auth import ApiKeyChecker, accepted_keys, ensure_key_file, read_key_file
+from service.auth import ApiKeyChecker, accepted_keys
+from service.config.api_key_file import ensure_key_file, read_key_file
 from service.config.settings import Settings
 from service.errors import Unauthorized
 
