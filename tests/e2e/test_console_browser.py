@@ -190,6 +190,12 @@ def test_the_processor_page_charts_its_history(page: Page, service: ServiceProce
             what="a positive input rate",
         )
         page.until(lambda: page.text_of("output-sample") != "no data", timeout=120, what="output")
+        # The window's $group row shows its state: size and the open windows' starts.
+        page.until(
+            lambda: " open 20" in page.text_of("operator-state-GroupOperator"),
+            timeout=60,
+            what="the $group's state in the operators table",
+        )
     assert chart.find_elements(By.TAG_NAME, "canvas"), "uPlot drew no canvas"
     pipeline = page.testid("pipeline")
     assert pipeline.find_element(By.CSS_SELECTOR, '[data-path="/pipeline/1/$tumblingWindow"]')

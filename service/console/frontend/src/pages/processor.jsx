@@ -84,6 +84,15 @@ async function load(name) {
   return { p, stats, history, sample };
 }
 
+/** A window operator's state (size, open window starts); empty for the other operators. */
+function operatorState(op) {
+  if (op.stateSize === undefined) return "";
+  const open = op.minOpenWindowStartTime
+    ? ` · open ${op.minOpenWindowStartTime}${op.maxOpenWindowStartTime !== op.minOpenWindowStartTime ? ` to ${op.maxOpenWindowStartTime}` : ""}`
+    : "";
+  return `${bytes(op.stateSize)}${open}`;
+}
+
 export function Processor({ name }) {
   const [data, error, reload] = usePoll(() => load(name), 2, [name]);
   const [problems] = usePoll(
@@ -133,10 +142,10 @@ export function Processor({ name }) {
       <JsonView value={p.pipeline} base="/pipeline" problems={shown} testid="pipeline" />
       <h2>Operators</h2>
       <table>
-        <thead><tr><th>Operator</th><th>Input</th><th>Output</th><th>DLQ</th></tr></thead>
+        <thead><tr><th>Operator</th><th>Input</th><th>Output</th><th>DLQ</th><th>State</th></tr></thead>
         <tbody>
           {(stats.operatorStats || []).map((op) => (
-            <tr data-testid={`operator-${op.name}`}><td>{op.name}</td><td>{op.inputMessageCount ?? NO_DATA}</td><td>{op.outputMessageCount ?? NO_DATA}</td><td>{op.dlqMessageCount}</td></tr>
+            <tr data-testid={`operator-${op.name}`}><td>{op.name}</td><td>{op.inputMessageCount ?? NO_DATA}</td><td>{op.outputMessageCount ?? NO_DATA}</td><td>{op.dlqMessageCount}</td><td data-testid={`operator-state-${op.name}`}>{operatorState(op)}</td></tr>
           ))}
         </tbody>
       </table>
