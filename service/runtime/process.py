@@ -196,15 +196,20 @@ def run_process(
     try:
         if connections is None:
             connections = local.registered_connections(pipeline)
-        return _compile_and_run(
-            parsed,
-            ctx_args=(spark, processor_name, batch_size),
-            connections=connections,
-            local=local,
-            out=out,
-            err=err,
-            run=_RunControl(max_seconds, cancel, compile_lock or nullcontext()),
-        )
+        # The run's `documents` array as a file Spark reads itself (no Python source process
+        # to start first: `sources.documents.file_stream`); deleted with the run.
+        with tempfile.TemporaryDirectory(
+            prefix="sluice-process-documents-", ignore_cleanup_errors=True
+        ) as documents_dir:
+            return _compile_and_run(
+                parsed,
+                ctx_args=(spark, processor_name, batch_size, documents_dir),
+                connections=connections,
+                local=local,
+                out=out,
+                err=err,
+                run=_RunControl(max_seconds, cancel, compile_lock or nullcontext()),
+            )
     finally:
         local.close()
 
@@ -226,43 +231,14 @@ class _RunControl:
 def _compile_and_run(
     parsed: Any,
     *,
-    ctx_args: tuple[Any, str, int | None],
+    ctx_args: tuple[Any, str, int | None, str],
     connections: Mapping[str, Any],
     local: _LocalStore,
     out: TextIO,
     err: TextIO,
     run: _RunControl,
 ) -> int:
-    # The run's `documents` array as a file Spark reads itself (no Python source process
-    # to start first: `sources.documents.file_stream`); deleted with the run.
-    with tempfile.TemporaryDirectory(
-        prefix="sluice-process-documents-", ignore_cleanup_errors=True
-    ) as documents_dir:
-        return _compile_and_run_in(
-            parsed,
-            ctx_args=ctx_args,
-            documents_dir=documents_dir,
-            connections=connections,
-            local=local,
-            out=out,
-            err=err,
-            run=run,
-        )
-
-
-def _compile_and_run_in(
-    parsed: Any,
-    *,
-    ctx_args: tuple[Any, str, int | None],
-    documents_dir: str,
-    connections: Mapping[str, Any],
-    local: _LocalStore,
-    out: TextIO,
-    err: TextIO,
-    run: _RunControl,
-) -> int:
-    """`_compile_and_run` with the directory for the run's `documents` array."""
-    spark, processor_name, batch_size = ctx_args
+    spark, processor_name, batch_size, documents_dir = ctx_args
     ctx = compile_context(
         spark,
         processor=processor_name,
