@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_stages._engine.observed import InputMetrics
+from pipeline_stages._engine.session import start_query
 
 
 def start_recorded_query(
@@ -32,11 +33,19 @@ def start_recorded_query(
     )
     if prepare is not None:
         prepare(sink)
-    query = (
+    writer = (
         compiled.envelopes.writeStream.queryName(name)
         .foreachBatch(sink)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="0 seconds")
-        .start()
+    )
+    # As the engine starts it: a window's query keeps processing-time timeouts in its plan, and
+    # with Spark's default it would run micro-batches without input forever, so that
+    # `processAllAvailable` never returns (`session.start_query`).
+    query = start_query(
+        writer,
+        spark,
+        idle_batches=compiled.runs_when_idle,
+        state_partitions=compiled.state_partitions,
     )
     return query, sink

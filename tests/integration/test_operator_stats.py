@@ -292,6 +292,7 @@ def test_a_windows_inner_stages_report_their_input_output_and_state(
     ]
     body = {
         "interval": {"size": 10, "unit": "second"},
+        "allowedLateness": {"size": 0, "unit": "second"},
         "pipeline": [
             {"$match": {"keep": True}},
             {"$group": {"_id": "$k", "n": {"$sum": 1}}},
