@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from service.config.api_key_file import read_key_file
+
 DEFAULT_URL = "http://127.0.0.1:8420"
 API = "/api/v1"
 
@@ -80,8 +82,6 @@ def resolve_target(url: str | None, api_key: str | None, config: str | None = No
     Raises:
         ValueError: When an explicitly named config file cannot be read.
     """
-    from service.config.api_key_file import read_key_file
-
     settings = _config_file(config)
     resolved_url = url or os.environ.get("SLUICE_URL") or settings.get("url") or DEFAULT_URL
     key = api_key or os.environ.get("SLUICE_API_KEY") or settings.get("api_key")

@@ -27,6 +27,7 @@ import uvicorn
 
 from service.cli.client import ApiError, SluiceClient, Target, http_client
 from service.cli.demo_view import DemoView, view
+from service.config.api_key_file import read_key_file
 from service.config.settings import Settings
 
 DEMO_PROCESSOR = "solar_demo"
@@ -163,7 +164,6 @@ def run_demo(
 
 
 def _start(directory: Path, err: TextIO) -> tuple[EmbeddedServer, SluiceClient]:
-    from service.config.api_key_file import read_key_file
     from service.main import create_app
 
     settings = Settings(data_dir=directory, api_keys=[], default_dlq=None)
