@@ -187,16 +187,13 @@ class LiveStats:
         part[OPERATOR_DLQ] = operators
         part[REASON_DLQ] = reasons
         window_stats = list(window_stats)
+        # The window's results, as the output of the operator its stats rows name.
         results: dict[str, dict[str, Any]] = {}
-        if window_stats:
-            part["windowOutputCount"] = sum(
-                int(row.get("outputMessageCount", 0) or 0) for row in window_stats
-            )
-            for row in window_stats:
-                name = row.get("resultsOperator")
-                if name:  # rows of older operators name none
-                    made = results.setdefault(str(name), {"outputMessageCount": 0})
-                    made["outputMessageCount"] += int(row.get("outputMessageCount", 0) or 0)
+        for row in window_stats:
+            name = row.get("resultsOperator")
+            if name:  # rows of older operators name none
+                made = results.setdefault(str(name), {"outputMessageCount": 0})
+                made["outputMessageCount"] += int(row.get("outputMessageCount", 0) or 0)
         if input_metrics is not None and not self.input_from_progress:
             part["inputMessageCount"] = int(input_metrics.get("count", 0) or 0)
             part["inputMessageSize"] = int(input_metrics.get("bytes", 0) or 0)
@@ -326,7 +323,6 @@ class LiveStats:
             record["_operatorDlq"] = {k: list(v) for k, v in current[OPERATOR_DLQ].items()}
             record["_operatorStats"] = current[OPERATOR_STATS]
             record["_reasonDlq"] = {k: list(v) for k, v in current[REASON_DLQ].items()}
-            record["windowOutputCount"] = current["windowOutputCount"]
             record["openWindows"] = self.open_windows
             record["oldestOpenWindowStart"] = self.oldest_open
             record["newestOpenWindowStart"] = self.newest_open

@@ -52,8 +52,6 @@ OPERATOR_DLQ = "operatorDlq"
 OPERATOR_STATS = "operatorStats"
 #: DLQ counts by `errInfo.reason` inside a counts document: `{reason: [count, size]}`.
 REASON_DLQ = "reasonDlq"
-#: Counts beyond Atlas's, kept the same way: the documents the window operator emitted.
-EXTRA_COUNTERS = ("windowOutputCount",)
 _BREAKDOWNS = (OPERATOR_DLQ, REASON_DLQ)
 #: What the batch writer records.
 LANE_BATCHES = "batches"
@@ -67,7 +65,7 @@ def add_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> Counts:
     """`left + right`, counter by counter, operator by operator and reason by reason."""
     out: Counts = {
         name: int(left.get(name, 0) or 0) + int(right.get(name, 0) or 0)
-        for name in (*COUNTERS, *THROTTLE_COUNTERS, *EXTRA_COUNTERS)
+        for name in (*COUNTERS, *THROTTLE_COUNTERS)
     }
     for breakdown in _BREAKDOWNS:
         keyed: dict[str, list[int]] = {k: list(v) for k, v in left.get(breakdown, {}).items()}
@@ -85,7 +83,7 @@ def add_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> Counts:
 def counts_of(stored: Mapping[str, Any]) -> Counts:
     """The counters (and per-operator DLQ counts) in a persisted stats document (the
     processor record's `stats`, written before this ledger existed)."""
-    out: Counts = {name: int(stored.get(name, 0) or 0) for name in (*COUNTERS, *EXTRA_COUNTERS)}
+    out: Counts = {name: int(stored.get(name, 0) or 0) for name in COUNTERS}
     throttle = stored.get("throttle") or {}
     for name in THROTTLE_COUNTERS:
         out[name] = int(throttle.get(name, 0) or 0)
