@@ -27,7 +27,7 @@ TEXTS = [
 BASE_MS = 1_700_000_000_000
 
 
-def batches(spark: Any, stream: Any, checkpoint: Path) -> tuple[dict[int, list[Any]], Any]:
+def batches(stream: Any, checkpoint: Path) -> tuple[dict[int, list[Any]], Any]:
     """Every micro-batch's rows by batch id, and the query's last progress."""
     seen: dict[int, list[Any]] = {}
 
@@ -59,10 +59,10 @@ def test_the_file_stream_reads_the_documents_sources_rows_in_one_batch(
         .option("baseTimeMs", str(BASE_MS))
         .load()
     )
-    expected, python_progress = batches(spark, python_source, tmp_path / "python")
+    expected, python_progress = batches(python_source, tmp_path / "python")
     from_file = documents.file_stream(spark, TEXTS, BASE_MS, str(tmp_path / "documents"))
     assert from_file.schema.simpleString() == python_source.schema.simpleString()
-    got, file_progress = batches(spark, from_file, tmp_path / "file")
+    got, file_progress = batches(from_file, tmp_path / "file")
     assert list(got) == [0]  # the whole array in the first micro-batch
     assert got == expected
     assert len(expected[0]) == len(TEXTS) and any(row[5] for row in expected[0])  # one error
