@@ -62,6 +62,9 @@ class CompiledPipeline:
     #: one-bucket operator's rows all go to one (`WindowPlan.state_partitions`). Spark keeps
     #: an existing checkpoint's count (its offset log's), whatever the session says.
     state_partitions: int | None = None
+    #: Whether the window operator's query has processing-time timeouts, which a checkpoint
+    #: keeps (`WindowPlan.operator_timers`); None: no window operator.
+    window_timers: bool | None = None
 
     def foreach_batch(
         self,
@@ -153,6 +156,7 @@ def compile_after_source(
         state_partitions=(
             window.state_partitions if window is not None and batch_window is None else None
         ),
+        window_timers=window.operator_timers if window is not None else None,
     )
 
 

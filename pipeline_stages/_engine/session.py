@@ -171,9 +171,10 @@ def start_query(
 ) -> StreamingQuery:
     """Start `writer`'s query; Spark runs micro-batches without input only when `idle_batches`.
 
-    A window query keeps processing-time timeouts in its plan, so Spark runs a micro-batch on
-    every trigger even without input: ~0.7 s of CPU each here, about a core for an idle
-    processor on a 1 s trigger. Only a window that closes on the wall clock
+    A window query with processing-time timeouts in its plan (one that needs them, or a
+    checkpoint that started with them: `CompiledPipeline.window_timers`) makes Spark run a
+    micro-batch on every trigger even without input: ~0.7 s of CPU each here, about a core
+    for an idle processor on a 1 s trigger. Only a window that closes on the wall clock
     (`CompiledPipeline.runs_when_idle`) needs them.
 
     With `interval_ms` the trigger is set here too. A query that needs idle micro-batches

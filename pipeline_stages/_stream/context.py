@@ -65,6 +65,10 @@ class CompileContext:
     #: The window operator's bucket count of the checkpoint being run (`service.runtime.window_pins`);
     #: None: the Spark conf `spark.sluice.window.buckets` decides.
     window_buckets: int | None = None
+    #: Whether the checkpoint being run has the window operator's processing-time timeouts
+    #: (`service.runtime.window_pins`); None: a new checkpoint, which has them only when a
+    #: wall-clock rule needs them (`OperatorSpec.runs_when_idle`).
+    window_timers: bool | None = None
     #: Opens a connection's collections on an executor for `$lookup`/`$cachedLookup` (a
     #: picklable `_connectors.ports.LookupStores` the runner provides); None: no lookups.
     lookup_stores: Any = None
@@ -122,3 +126,6 @@ class WindowPlan:
     #: the session's. Spark calls the operator's Python function once per partition and
     #: batch, empty ones included (`plan.CompiledPipeline.state_partitions`).
     state_partitions: int | None = None
+    #: Whether the window operator's query has processing-time timeouts (to record for the
+    #: checkpoint: `CompileContext.window_timers`); None: no operator state (test clocks).
+    operator_timers: bool | None = None

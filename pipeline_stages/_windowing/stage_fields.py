@@ -149,6 +149,15 @@ class WindowSpecBase(CheckedSpec):
         """Whether windows follow event time (and so can see late data)."""
         return False
 
+    def wall_clock_fields(self) -> list[str]:
+        """The fields that make this window act on the wall clock, without input: the window
+        operator then needs processing-time timeouts (`runtime.config.OperatorSpec.runs_when_idle`,
+        which the source's `partitionIdleTimeout` also sets)."""
+        found = [] if self.event_time else ["boundary"]
+        if self.trigger is not None and self.trigger.uses_clock:
+            found.append("trigger")
+        return found
+
     def warnings(self, *, has_dlq: bool) -> list[tuple[str, tuple[str, ...], str]]:  # noqa: ARG002
         """Lint warnings as `(code, loc inside the stage, message after the stage name)`;
         a window that never closes has no late data and nothing to warn about."""
@@ -168,6 +177,11 @@ class ClosingWindowSpecBase(WindowSpecBase):
     def event_time(self) -> bool:
         """Whether windows follow event time (and so can see late data)."""
         return getattr(self, "boundary", "eventTime") == "eventTime"
+
+    def wall_clock_fields(self) -> list[str]:
+        """`WindowSpecBase.wall_clock_fields`, `idleTimeout` included."""
+        idle = [] if self.idle_timeout is None else ["idleTimeout"]
+        return [*super().wall_clock_fields(), *idle]
 
     def warnings(self, *, has_dlq: bool) -> list[tuple[str, tuple[str, ...], str]]:
         """Lint warnings as `(code, loc inside the stage, message after the stage name)`."""

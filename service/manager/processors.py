@@ -48,6 +48,7 @@ from service.manager.validate import (
 from service.manager.view import ProcessorView
 from service.manager.writers import SampleBuffer
 from service.runtime.engine import Engine
+from service.runtime.window_pins import checkpoint_timers
 from service.schemas.processors import NoDlq, ProcessorCreate, ProcessorModify
 from service.stores import (
     AlreadyExists,
@@ -200,8 +201,11 @@ class ProcessorManager:
                 raise ProcessorExists(new_name)
             definition = self.checker.check(new_name, pipeline, dlq)
             resume = body.options.resumeFromCheckpoint
-            if resume and body.pipeline is not None and self._factory.checkpoint(record).exists():
-                check_resumable_modify(old_pipeline, definition)
+            checkpoint = self._factory.checkpoint(record)
+            if resume and body.pipeline is not None and checkpoint.exists():
+                check_resumable_modify(
+                    old_pipeline, definition, timers=checkpoint_timers(checkpoint)
+                )
             updated = self._records.save(
                 record.evolve(
                     name=new_name,

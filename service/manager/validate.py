@@ -19,6 +19,7 @@ from typing import Any
 
 from pipeline_stages import ParsedPipeline, check_options, lint_pipeline, parse_pipeline
 from pipeline_stages._base import PipelineInvalid, Problem, ProblemCode, ProblemCollector
+from pipeline_stages._windowing.stage_fields import WindowSpecBase
 from service.errors import ModificationRejected, PipelineRejected
 
 #: Connection types a DLQ can be written to.
@@ -142,10 +143,22 @@ def _window_body(pipeline: list[Any], parsed: ParsedPipeline) -> tuple[str, dict
     return window.key, body if isinstance(body, dict) else {}
 
 
-def check_resumable_modify(old: list[Any], new: Definition) -> None:
-    """Raise `ModificationRejected` when a resumed checkpoint cannot follow the change."""
+def check_resumable_modify(old: list[Any], new: Definition, *, timers: bool | None = None) -> None:
+    """Raise `ModificationRejected` when a resumed checkpoint cannot follow the change;
+    `timers`: whether the checkpoint's window operator has wall-clock timers
+    (`service.runtime.window_pins.checkpoint_timers`)."""
     old_parsed = parse_pipeline(old)
     problems: list[Problem] = []
+    window = new.parsed.window
+    if timers is False and window is not None and isinstance(window.spec, WindowSpecBase):
+        problems.extend(
+            _not_resumable(
+                f"{window.path}/{window.key}/{field}",
+                f"{field} closes windows or fires panes on the wall clock, and this "
+                "processor's checkpoint runs its window without wall-clock timers",
+            )
+            for field in window.spec.wall_clock_fields()
+        )
     if _canonical(old[0]) != _canonical(new.pipeline[0]):
         problems.append(_not_resumable("/pipeline/0/$source", "$source cannot change"))
     old_window = _window_body(old, old_parsed)

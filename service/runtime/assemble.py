@@ -32,6 +32,7 @@ def compile_context(
     documents_dir: str | None = None,
     window_engine: str | None = None,
     window_buckets: int | None = None,
+    window_timers: bool | None = None,
     lookup_stores: Any = None,
 ) -> CompileContext:
     """The compile context of one run; `connections` maps names to records with `name`,
@@ -50,6 +51,7 @@ def compile_context(
         },
         window_engine=window_engine,
         window_buckets=window_buckets,
+        window_timers=window_timers,
         lookup_stores=lookup_stores,
         **extra,
     )

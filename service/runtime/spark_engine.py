@@ -38,7 +38,13 @@ from service.runtime.engine import CompileRequest, ProcessRequest, ProgressCallb
 from service.runtime.lookup_stores import lookup_opener
 from service.runtime.process import run_process
 from service.runtime.spark_code import ExecutorEnvironmentError, check_executors, ship_code
-from service.runtime.window_pins import WINDOW_STATE_DIR, checkpoint_buckets, checkpoint_engine
+from service.runtime.window_pins import (
+    WINDOW_STATE_DIR,
+    checkpoint_buckets,
+    checkpoint_engine,
+    checkpoint_timers,
+    record_timers,
+)
 from service.stores.factory import default_store_url
 
 log = logging.getLogger("sluice.service")
@@ -261,6 +267,7 @@ class SparkEngine:
         request: CompileRequest,
         window_engine: str | None = None,
         window_buckets: int | None = None,
+        window_timers: bool | None = None,
     ) -> tuple[Any, list[Problem]]:
         ctx = compile_context(
             self.session(),
@@ -270,6 +277,7 @@ class SparkEngine:
             data_dir=str(self._settings.data_dir),
             window_engine=window_engine,
             window_buckets=window_buckets,
+            window_timers=window_timers,
             lookup_stores=lookup_opener(
                 self._settings.store_url or default_store_url(self._settings.data_dir),
                 request.connections,
@@ -289,10 +297,16 @@ class SparkEngine:
         its query."""
 
         configured = self.session().conf.get(ENGINE_CONF, "operator") or "operator"
+        # Read before `checkpoint_engine` records a new checkpoint's engine.
+        timers = checkpoint_timers(request.checkpoint_dir)
         engine = checkpoint_engine(request.checkpoint_dir, configured)
         buckets = checkpoint_buckets(request.checkpoint_dir, conf_bucket_count(self.session()))
-        compiled, _ = self._compile(request.compile, window_engine=engine, window_buckets=buckets)
+        compiled, _ = self._compile(
+            request.compile, window_engine=engine, window_buckets=buckets, window_timers=timers
+        )
         request.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        if timers is None and compiled.window_timers is not None:
+            record_timers(request.checkpoint_dir, compiled.window_timers)
         # Spark's UI and logs show the query by this name: the processor's, and its id,
         # which keeps it unique among the session's active queries.
         query_name = f"{request.compile.name} ({request.processor_id})"

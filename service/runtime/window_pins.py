@@ -20,6 +20,13 @@ state in that bucket: resumed with another P, a window's groups would go on in n
 while their partials stayed in the old ones, emitted in two halves, or never when their old
 bucket gets no rows any more.
 A checkpoint written before this record takes the conf's count (nothing in it says).
+
+Whether the operator runs with processing-time timeouts (`TIMERS_FILE`) is recorded too.
+Spark stores a timeout column in `applyInPandasWithState`'s state only when the query has
+timeouts, so a checkpoint cannot switch. A new checkpoint has them only when a wall-clock rule
+needs them (`OperatorSpec.runs_when_idle`): with timeouts, Spark calls the operator's Python
+function a second time in every micro-batch, for timed-out state, even when none is due
+(~50 ms a batch end to end). A checkpoint started before this record had them.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ PIN_FILE = "sluice-window-engine"
 WINDOW_STATE_DIR = "sluice-window-state"
 #: The operator's bucket count recorded in a processor's checkpoint directory.
 BUCKETS_FILE = "sluice-window-buckets"
+#: Whether the operator's query has processing-time timeouts, recorded in the same place.
+TIMERS_FILE = "sluice-window-timers"
+_TIMERS = {"processingTime": True, "none": False}
 
 
 class EnginePinError(ValueError):
@@ -74,6 +84,33 @@ def checkpoint_buckets(checkpoint_dir: Path, configured: int) -> int:
             f"{pin} records the window bucket count {recorded!r}; it must be a positive integer"
         )
     return int(recorded)
+
+
+def checkpoint_timers(checkpoint_dir: Path) -> bool | None:
+    """Whether the window operator of `checkpoint_dir` runs with processing-time timeouts:
+    the recorded choice; True for a checkpoint started before choices were recorded (they
+    always had them); None for a new checkpoint (its pipeline decides: `record_timers`).
+
+    Call it before `checkpoint_engine`, which records the engine of a new checkpoint."""
+    pin = checkpoint_dir / TIMERS_FILE
+    if pin.exists():
+        recorded = pin.read_text(encoding="utf-8").strip()
+        if recorded not in _TIMERS:
+            raise EnginePinError(
+                f"{pin} records the window timers {recorded!r}; "
+                f"it must be one of {', '.join(_TIMERS)}"
+            )
+        return _TIMERS[recorded]
+    started = [checkpoint_dir / PIN_FILE, checkpoint_dir / BUCKETS_FILE]
+    if any(path.exists() for path in started) or _evidence(checkpoint_dir) is not None:
+        return True
+    return None
+
+
+def record_timers(checkpoint_dir: Path, timers: bool) -> None:
+    """Record the timeouts a new checkpoint's window operator starts with."""
+    names = {value: name for name, value in _TIMERS.items()}
+    _record(checkpoint_dir / TIMERS_FILE, names[timers])
 
 
 def _record(pin: Path, value: str) -> None:

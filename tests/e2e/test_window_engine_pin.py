@@ -134,6 +134,11 @@ def test_started_processors_keep_their_window_engine_and_buckets_across_a_conf_c
             message=f"not every group of {keys} was emitted",
         )
     assert sorted(split_found) == [("a", 2)] + [(k, 1) for k in keys[1:]]
+    # None of them closes windows on the wall clock: their checkpoints run the operator
+    # without processing-time timeouts, recorded at their first start (`window_pins`).
+    for processor_id in (kept, split, fresh):
+        [timers] = (data_dir / "checkpoints" / processor_id).rglob("sluice-window-timers")
+        assert timers.read_text() == "none\n"
     # `kept` and `split` ran on the operator before and after; `fresh` on the batch engine.
     assert not batch_state(data_dir, kept)
     assert not batch_state(data_dir, split)

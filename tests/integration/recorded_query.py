@@ -39,8 +39,8 @@ def start_recorded_query(
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="0 seconds")
     )
-    # As the engine starts it: a window's query keeps processing-time timeouts in its plan, and
-    # with Spark's default it would run micro-batches without input forever, so that
+    # As the engine starts it: a window query with processing-time timeouts in its plan would,
+    # with Spark's default, run micro-batches without input forever, so that
     # `processAllAvailable` never returns (`session.start_query`).
     query = start_query(
         writer,

@@ -11,9 +11,11 @@ into processing-time segments, and runs each segment through the window core:
   `OperatorSpec.runs_when_idle`), at the next instant that can act. Otherwise only input
   moves the watermark and no timeout is set: the bucket runs only with input (and its query
   runs no micro-batch without input, `session.start_query`). Every call unpickles and rewrites the bucket's whole state, so an
-  idle processor no longer pays that per trigger (`benchmarks/window_idle.py`). The query
-  keeps `ProcessingTimeTimeout` either way: the timeout mode is part of the state schema,
-  and switching it would break existing checkpoints;
+  idle processor no longer pays that per trigger (`benchmarks/window_idle.py`). A new
+  query has `ProcessingTimeTimeout` only when such a rule needs it (`spark.compile._timers`):
+  with it, Spark calls this function a second time every micro-batch, for timed-out state.
+  The timeout mode is part of the state schema, so a checkpoint keeps the one it started
+  with (`service.runtime.window_pins`);
 * test clock: clock rows (`sources.scripted`) carry virtual processing times; each starts a
   segment, and a clock row followed by no input is an idle segment. Queries then run with
   `NoTimeout`, so no empty micro-batches burn CPU while a test is waiting.

@@ -255,7 +255,8 @@ def compile_window(
         op_spec, shipped = operator_input(StreamFrame(unstamped.df), ctx)
         shipped = stamped_failures(shipped, unstamped)
     stamp = (unstamped.ts_field, unstamped.meta_field) if unstamped is not None else None
-    envelopes = _operator(shipped, op_spec, stamp)
+    timers = _timers(ctx, op_spec, join_path(path, key))
+    envelopes = _operator(shipped, op_spec, stamp, timers=bool(timers))
     closes_on_clock = op_spec.idle_timeout_ms is not None or op_spec.processing_time
     state_partitions = spread_partitions(op_spec.bucket_count) if op_spec.splits_groups else 1
     batch = None
@@ -276,6 +277,7 @@ def compile_window(
             fires_panes_on_clock=op_spec.fires_panes_on_clock,
             runs_when_idle=op_spec.runs_when_idle,
             state_partitions=state_partitions,
+            operator_timers=timers,
         )
     after = frame_from_envelope(envelopes)
     for stage in split.suffix:
@@ -288,6 +290,7 @@ def compile_window(
         fires_panes_on_clock=op_spec.fires_panes_on_clock,
         runs_when_idle=op_spec.runs_when_idle,
         state_partitions=state_partitions,
+        operator_timers=timers,
     )
 
 
@@ -332,9 +335,38 @@ def _bucketed(df: Any, columns: list[str], spec: C.OperatorSpec) -> Any:
     return rows.select(*[c.alias(n) for c, n in zip(shipped, [C.BUCKET, *columns], strict=True)])
 
 
-def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec, stamp: Stamp | None) -> Any:
+def _timers(ctx: Any, spec: C.OperatorSpec, path: str) -> bool | None:
+    """Whether the operator's query gets processing-time timeouts (None: a test clock's query,
+    which has none and no checkpoint to record them in).
+
+    Only a wall-clock rule sets a timeout (`OperatorSpec.runs_when_idle`), but with timeouts
+    in the plan Spark calls the operator's function a second time in every micro-batch, for
+    timed-out state, even when none is due (~50 ms a batch, `benchmarks/RESULTS.md`). So a new
+    checkpoint has them only when a rule needs them. Spark's state keeps a timeout column
+    only with timeouts, so a checkpoint keeps what it started with
+    (`CompileContext.window_timers`); one without them cannot take on a wall-clock rule.
+    """
+    if spec.source.test_clock:
+        return None
+    if ctx.window_timers is None:
+        return spec.runs_when_idle
+    if spec.runs_when_idle and not ctx.window_timers:
+        ctx.problems.error(
+            path,
+            ProblemCode.UNSUPPORTED_OPTION,
+            "this processor's checkpoint runs its window without wall-clock timers, and the "
+            "pipeline now needs them (idleTimeout, partitionIdleTimeout, a processing-time "
+            "boundary or an `every` trigger): start it with resumeFromCheckpoint: false",
+        )
+    return bool(ctx.window_timers)
+
+
+def _operator(
+    shipped: tuple[Any, list[str]], spec: C.OperatorSpec, stamp: Stamp | None, *, timers: bool
+) -> Any:
     """Ship the compact columns (`_shipped`) to the operator and run it; `stamp`: the
-    documents are the source's unstamped ones (`spark.unstamped`)."""
+    documents are the source's unstamped ones (`spark.unstamped`); `timers`: with
+    processing-time timeouts (`_timers`)."""
     df, columns = shipped
     # The late-document copy (and its stream metadata) as JSON text: text beats the VARIANT
     # itself end to end here (measured, 1M rows in 125k batches, trivial operator: 72k vs 66k
@@ -345,11 +377,7 @@ def _operator(shipped: tuple[Any, list[str]], spec: C.OperatorSpec, stamp: Stamp
         *[F.to_json(c).alias(c) if c in (C.ORIG, C.OMETA) else F.col(c) for c in columns]
     )
     compact = _bucketed(as_text, columns, spec)
-    timeout = (
-        GroupStateTimeout.NoTimeout
-        if spec.source.test_clock
-        else GroupStateTimeout.ProcessingTimeTimeout
-    )
+    timeout = GroupStateTimeout.ProcessingTimeTimeout if timers else GroupStateTimeout.NoTimeout
     return compact.groupBy(C.BUCKET).applyInPandasWithState(
         make_operator(spec, stamp), ENVELOPE_SCHEMA, STATE_SCHEMA, "append", timeout
     )

@@ -23,6 +23,7 @@ from service.manager.positions import START_FILE
 from service.manager.processors import ProcessorManager
 from service.manager.runs import OVERLOAD_ATTEMPTS, OVERLOAD_MAX_BACKOFF_SECONDS, is_overload
 from service.manager.states import TRANSITIONS, Action, State, next_state
+from service.runtime.window_pins import record_timers
 from service.schemas.processors import ProcessorCreate, ProcessorModify
 from service.stores import Spool, open_stores
 from tests.unit.service.fake_engine import FakeEngine
@@ -277,6 +278,35 @@ def test_resumable_modify_keeps_source_and_window(manager: ProcessorManager) -> 
         "p", ProcessorModify(pipeline=[SOURCE, wider], options={"resumeFromCheckpoint": False})
     )
     assert record.generation == 2
+
+
+def test_a_checkpoint_without_timers_refuses_a_wall_clock_rule_when_resumed(
+    manager: ProcessorManager,
+) -> None:
+    """Spark's state of a window query has a timeout column only when the query has timeouts
+    (`service.runtime.window_pins`): a checkpoint started without them cannot take one on."""
+    create(manager, pipeline=[SOURCE, WINDOW])
+    checkpointed(manager, "p")
+    record = manager.get("p")
+    checkpoint = manager._settings.checkpoint_root / record.id / f"g{record.generation}"
+    record_timers(checkpoint, False)
+    idle = json.loads(json.dumps(WINDOW))
+    idle["$tumblingWindow"]["idleTimeout"] = {"size": 5, "unit": "second"}
+    idle["$tumblingWindow"]["trigger"] = {"early": {"every": {"size": 1, "unit": "second"}}}
+    with pytest.raises(ModificationRejected) as caught:
+        manager.modify("p", ProcessorModify(pipeline=[SOURCE, idle]))
+    assert [p.path for p in caught.value.problems] == [
+        "/pipeline/1/$tumblingWindow/trigger",
+        "/pipeline/1/$tumblingWindow/idleTimeout",
+    ]
+    assert "resumeFromCheckpoint: false" in caught.value.problems[0].message
+    # Other changes still resume; a checkpoint with timers takes the rule.
+    later = json.loads(json.dumps(WINDOW))
+    later["$tumblingWindow"]["allowedLateness"] = {"size": 1, "unit": "second"}
+    manager.modify("p", ProcessorModify(pipeline=[SOURCE, later]))
+    record_timers(checkpoint, True)
+    record, _ = manager.modify("p", ProcessorModify(pipeline=[SOURCE, idle]))
+    assert record.generation == 1
 
 
 def test_modify_renames_and_changes_the_dlq(manager: ProcessorManager) -> None:

@@ -10,10 +10,13 @@ import pytest
 from service.runtime.window_pins import (
     BUCKETS_FILE,
     PIN_FILE,
+    TIMERS_FILE,
     WINDOW_STATE_DIR,
     EnginePinError,
     checkpoint_buckets,
     checkpoint_engine,
+    checkpoint_timers,
+    record_timers,
 )
 
 
@@ -83,3 +86,33 @@ def test_a_corrupt_bucket_record_is_an_error_naming_the_file(tmp_path: Path) -> 
             EnginePinError, match=r"sluice-window-buckets records the window bucket count"
         ):
             checkpoint_buckets(tmp_path, 1)
+
+
+def test_a_new_checkpoint_leaves_its_timers_to_the_pipeline_and_keeps_what_it_recorded(
+    tmp_path: Path,
+) -> None:
+    checkpoint = tmp_path / "g000001"
+    assert checkpoint_timers(checkpoint) is None
+    record_timers(checkpoint, False)
+    assert (checkpoint / TIMERS_FILE).read_text() == "none\n"
+    checkpoint_engine(checkpoint, "operator")  # the engine's record does not change it
+    assert checkpoint_timers(checkpoint) is False
+    record_timers(tmp_path / "g000002", True)
+    assert checkpoint_timers(tmp_path / "g000002") is True
+    assert not list(checkpoint.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("made", [PIN_FILE, BUCKETS_FILE, "offsets/0"])
+def test_a_checkpoint_started_before_timers_were_recorded_has_them(
+    tmp_path: Path, made: str
+) -> None:
+    """Every window query had processing-time timeouts then: its state has their column."""
+    (tmp_path / made).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / made).write_text("operator\n" if made == PIN_FILE else "1\n")
+    assert checkpoint_timers(tmp_path) is True
+
+
+def test_a_corrupt_timers_record_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / TIMERS_FILE).write_text("sometimes\n")
+    with pytest.raises(EnginePinError, match=r"sluice-window-timers records the window timers"):
+        checkpoint_timers(tmp_path)
