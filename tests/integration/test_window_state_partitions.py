@@ -1,9 +1,10 @@
 """The settings a window query starts with (`session.stream_settings`). State partitions: a
 new checkpoint of a one-bucket window gets one (`CompiledPipeline.state_partitions`), since
 Spark calls the operator's Python function once per partition and micro-batch, empty ones
-included; one split over P buckets gets the fewest over which the buckets land apart
-(`spark.state_partitions`); a checkpoint made with another count keeps it. Optimizer rules: `NO_OP_RULES` do not
-run in the query's micro-batches.
+included, and its rows then reach the operator without a shuffle; one split over P buckets
+gets the fewest over which the buckets land apart (`spark.state_partitions`); a checkpoint
+made with another count keeps it. Optimizer rules: `NO_OP_RULES` do not run in the query's
+micro-batches.
 
 The test session has 2 shuffle partitions. Each query runs through the conformance executor,
 which starts queries as the service does (`session.stream_settings`).
@@ -70,6 +71,13 @@ def conf_seen(executor: SparkExecutor) -> dict[str, Any]:
     except Exception as error:  # noqa: BLE001 - a diagnostic must not hide the failure
         seen["error"] = repr(error)
     return seen
+
+
+def shuffled(executor: SparkExecutor) -> bool:
+    """Whether the last micro-batch shuffled rows to the window operator (an exchange on the
+    bucket column in its physical plan)."""
+    plan = executor.query._jsq.streamingQuery().lastExecution().executedPlan().toString()
+    return "Exchange hashpartitioning(__w_bucket" in plan
 
 
 def run(executor: SparkExecutor, times: list[int]) -> list[dict[str, Any]]:
@@ -141,6 +149,8 @@ def test_a_new_one_bucket_window_runs_its_state_in_one_partition() -> None:
         results = run(executor, [0, 500, 1500, 2500])
         assert state_partitions(executor) == (1, 1), conf_seen(executor)
         assert counts(results) == [("a", 2), ("a", 1)]
+        # One partition satisfies the operator: no shuffle, one stage (`compile._operator`).
+        assert not shuffled(executor)
         ran = rules_run(executor)
         assert "org.apache.spark.sql.catalyst.optimizer.ConstantFolding" in ran
         assert not ran & set(NO_OP_RULES)
@@ -163,6 +173,7 @@ def test_an_existing_checkpoint_keeps_its_state_partitions_across_a_restart() ->
         after = run(executor, [800, 1500, 2500])
         # Spark restores the offset log's partition count; the window spans the restart.
         assert state_partitions(executor) == (2, 2)
+        assert shuffled(executor)  # into the checkpoint's two state partitions
         assert counts(before + after) == [("a", 3), ("a", 1)]
     finally:
         stop_active()
@@ -177,6 +188,7 @@ def test_a_window_split_over_two_buckets_gets_partitions_that_keep_them_apart() 
         assert executor.compiled.state_partitions == 3
         results = run(executor, [0, 500, 1500])
         assert state_partitions(executor) == (3, 3), conf_seen(executor)
+        assert shuffled(executor)
         assert counts(results) == [("a", 2)]
     finally:
         stop_active()
