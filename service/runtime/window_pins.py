@@ -57,13 +57,8 @@ def checkpoint_engine(checkpoint_dir: Path, configured: str) -> str:
     `configured` is the Spark conf's engine; one Sluice does not know is returned unrecorded,
     for the compiler to report."""
     pin = checkpoint_dir / PIN_FILE
-    if pin.exists():
-        recorded = pin.read_text(encoding="utf-8").strip()
-        if recorded not in ENGINES:
-            raise EnginePinError(
-                f"{pin} records the window engine {recorded!r}; "
-                f"it must be one of {', '.join(ENGINES)}"
-            )
+    recorded = _recorded(pin, "engine", ENGINES)
+    if recorded is not None:
         return recorded
     engine = _evidence(checkpoint_dir) or configured
     if engine in ENGINES:
@@ -92,14 +87,8 @@ def checkpoint_timers(checkpoint_dir: Path) -> bool | None:
     always had them); None for a new checkpoint (its pipeline decides: `record_timers`).
 
     Call it before `checkpoint_engine`, which records the engine of a new checkpoint."""
-    pin = checkpoint_dir / TIMERS_FILE
-    if pin.exists():
-        recorded = pin.read_text(encoding="utf-8").strip()
-        if recorded not in _TIMERS:
-            raise EnginePinError(
-                f"{pin} records the window timers {recorded!r}; "
-                f"it must be one of {', '.join(_TIMERS)}"
-            )
+    recorded = _recorded(checkpoint_dir / TIMERS_FILE, "timers", tuple(_TIMERS))
+    if recorded is not None:
         return _TIMERS[recorded]
     started = [checkpoint_dir / PIN_FILE, checkpoint_dir / BUCKETS_FILE]
     if any(path.exists() for path in started) or _evidence(checkpoint_dir) is not None:
@@ -111,6 +100,19 @@ def record_timers(checkpoint_dir: Path, timers: bool) -> None:
     """Record the timeouts a new checkpoint's window operator starts with."""
     names = {value: name for name, value in _TIMERS.items()}
     _record(checkpoint_dir / TIMERS_FILE, names[timers])
+
+
+def _recorded(pin: Path, what: str, choices: tuple[str, ...]) -> str | None:
+    """The value `pin` records (None: no record); one not among `choices` is an error naming
+    the file."""
+    if not pin.exists():
+        return None
+    recorded = pin.read_text(encoding="utf-8").strip()
+    if recorded not in choices:
+        raise EnginePinError(
+            f"{pin} records the window {what} {recorded!r}; it must be one of {', '.join(choices)}"
+        )
+    return recorded
 
 
 def _record(pin: Path, value: str) -> None:
