@@ -2,8 +2,8 @@
 
 The session starts in a background thread when the service starts (a JVM takes 15-40 s
 here), so the API answers at once; requests that need Spark wait for it, up to
-`engine_start_timeout_seconds`. A `StreamingQueryListener` forwards every query's progress
-to the manager (stats, metrics), and its idle reports as `{"idle": true}` (a query resumed
+`engine_start_timeout_seconds`. A streaming query listener (`progress_listener`) forwards
+every query's progress to the manager (stats, metrics), and its idle reports as `{"idle": true}` (a query resumed
 from its checkpoint with nothing to replay has caught up). Each query writes through
 `foreachBatch` into the run's `ProcessorWriter`, with its own checkpoint directory and a
 processing-time trigger, and hands the writer each batch's input counts with the batch
@@ -17,13 +17,10 @@ and every request that needs Spark answers 503 with the reason.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 from typing import Any
-
-from pyspark.sql.streaming import StreamingQueryListener
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._base import Problem
@@ -37,6 +34,7 @@ from service.runtime.assemble import compile_context, compile_run
 from service.runtime.engine import CompileRequest, ProcessRequest, ProgressCallback, RunRequest
 from service.runtime.lookup_stores import lookup_opener
 from service.runtime.process import run_process
+from service.runtime.progress_listener import add_progress_listener
 from service.runtime.spark_code import ExecutorEnvironmentError, check_executors, ship_code
 from service.runtime.window_pins import (
     WINDOW_STATE_DIR,
@@ -91,34 +89,6 @@ class SparkQueryHandle:
         error = self._sink.close()
         if error is not None:
             log.warning("query %s: the last window fold failed: %s", self.query_id, error)
-
-
-def _make_listener(callback: ProgressCallback) -> Any:
-    class _Listener(StreamingQueryListener):
-        """Forwards progress to the manager; runs on the JVM's listener bus thread."""
-
-        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - PySpark's name
-            """Nothing to do."""
-
-        def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - PySpark's name
-            """Hand a finished batch's progress over (never raise into the JVM)."""
-            try:
-                progress = json.loads(event.progress.json)
-                callback(str(progress.get("id")), progress)
-            except Exception:  # noqa: BLE001 - a listener must not break the bus
-                log.exception("progress listener failed")
-
-        def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - PySpark's name
-            """Report that the query has nothing to do (never raise into the JVM)."""
-            try:
-                callback(str(event.id), {"idle": True, "timestamp": str(event.timestamp)})
-            except Exception:  # noqa: BLE001 - a listener must not break the bus
-                log.exception("idle listener failed")
-
-        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - PySpark's name
-            """The supervisor polls queries; nothing to do here."""
-
-    return _Listener()
 
 
 class SparkEngine:
@@ -198,7 +168,7 @@ class SparkEngine:
                 session.stop()
                 raise
             register_all(session)
-            session.streams.addListener(_make_listener(self._on_progress))
+            add_progress_listener(session, self._on_progress)
             jvm = session._jvm
             if jvm is None:
                 raise RuntimeError("the Spark session has no JVM gateway")
