@@ -324,9 +324,7 @@ class Bench:
         S.wait_for(lambda: consumed() >= 1, timeout=self.args.timeout, what=f"{name} to start")
 
         def watch() -> None:
-            ticks = 0
             while not stop.wait(0.02):
-                ticks += 1
                 # Native's checkpoint sits beside its sink: read the sink's files only.
                 for path in (out if side == "sluice" else out / "sink").rglob("*"):
                     if (
@@ -340,13 +338,19 @@ class Bench:
                             except (ValueError, KeyError):
                                 continue  # a line still being written: read it next time
                             first_seen.setdefault(start, time.monotonic())
-                if side == "sluice" and ticks % 10 == 0 and not stop.is_set():
-                    last = self.service.stats(name, verbose=True).get("lastBatch") or {}
-                    if "batchId" in last:
-                        batches[int(last["batchId"])] = last
+
+        def record_batches() -> None:
+            # A thread of its own: a stats request must not delay the watcher's timestamps.
+            while not stop.wait(0.2):
+                last = self.service.stats(name, verbose=True).get("lastBatch") or {}
+                if "batchId" in last:
+                    batches[int(last["batchId"])] = last
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
+        recorder = threading.Thread(target=record_batches, daemon=True)
+        if side == "sluice":
+            recorder.start()
         time.sleep(self.args.latency_gap)
         written: list[tuple[int, float]] = []
         for n in range(1, self.args.latency_records + 1):
@@ -361,6 +365,8 @@ class Bench:
         S.wait_for(lambda: len(first_seen) >= closed, timeout=600, what=f"{name}'s windows")
         stop.set()
         watcher.join()
+        if recorder.is_alive():
+            recorder.join()
         if side == "sluice":
             self.service.drop(name)
             one_row = [b for b in batches.values() if b.get("numInputRows") == 1]
