@@ -323,16 +323,29 @@ class Bench:
         self.write_live(live, 0, int(time.time() * 1000))
         S.wait_for(lambda: consumed() >= 1, timeout=self.args.timeout, what=f"{name} to start")
 
+        # Native's checkpoint sits beside its sink: read the sink's files only.
+        root = out if side == "sluice" else out / "sink"
+
         def watch() -> None:
             while not stop.wait(0.02):
-                # Native's checkpoint sits beside its sink: read the sink's files only.
-                for path in (out if side == "sluice" else out / "sink").rglob("*"):
+                try:
+                    paths = list(root.rglob("*"))
+                except FileNotFoundError:
+                    continue  # a directory went away mid-walk (the sink's staging): next tick
+                for path in paths:
+                    # Hidden and underscored names, at any depth, are not published output
+                    # (Sluice's sink stages a batch's files in a hidden directory).
+                    parts = path.relative_to(root).parts
                     if (
                         path.is_file()
-                        and not path.name.startswith((".", "_"))
+                        and not any(part.startswith((".", "_")) for part in parts)
                         and not path.name.endswith(".crc")
                     ):
-                        for text in path.read_text(errors="replace").splitlines():
+                        try:
+                            lines = path.read_text(errors="replace").splitlines()
+                        except FileNotFoundError:
+                            continue  # renamed since the walk: read it next tick
+                        for text in lines:
                             try:  # Spark's file sink writes its part files in place
                                 start = result_start(json.loads(text))
                             except (ValueError, KeyError):
