@@ -3,11 +3,12 @@
 The session starts in a background thread when the service starts (a JVM takes 15-40 s
 here), so the API answers at once; requests that need Spark wait for it, up to
 `engine_start_timeout_seconds`. A streaming query listener (`progress_listener`) forwards
-every query's progress to the manager (stats, metrics), and its idle reports as `{"idle": true}` (a query resumed
-from its checkpoint with nothing to replay has caught up). Each query writes through
-`foreachBatch` into the run's `ProcessorWriter`, with its own checkpoint directory and a
-processing-time trigger, and hands the writer each batch's input counts with the batch
-(`pipeline_stages._engine.observed`), so the stats of a batch are persisted with it.
+every query's progress to the manager (stats, metrics), and its idle reports as
+`{"idle": true}` (a query resumed from its checkpoint with nothing to replay has caught up).
+Each query writes through `foreachBatch` into the run's `ProcessorWriter`, with its own
+checkpoint directory and a processing-time trigger, and hands the writer each batch's input
+counts with the batch (`pipeline_stages._engine.observed`), so the stats of a batch are
+persisted with it.
 
 On a cluster master the start also ships Sluice's packages to the executors and checks
 that they run the driver's Python minor version (`service.runtime.spark_code`). A failed check is

@@ -74,11 +74,11 @@ class Results:
             self.windows.append((doc["_id"], doc["n"]))
 
 
-def run(spark: Any, run: CompiledPipeline, checkpoint: Path) -> list[tuple[str, int]]:
-    """Run `run` on `checkpoint` until its source is read; its window results."""
+def run(spark: Any, pipeline_run: CompiledPipeline, checkpoint: Path) -> list[tuple[str, int]]:
+    """Run `pipeline_run` on `checkpoint` until its source is read; its window results."""
     results = Results()
     query, sink = start_recorded_query(
-        spark, run, results, name=f"timers_{uuid.uuid4().hex[:8]}", checkpoint=checkpoint
+        spark, pipeline_run, results, name=f"timers_{uuid.uuid4().hex[:8]}", checkpoint=checkpoint
     )
     try:
         query.processAllAvailable()
