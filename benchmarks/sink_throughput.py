@@ -91,9 +91,9 @@ def instrument() -> None:
     """Time the driver's steps of each batch (`--profile`)."""
     from pipeline_stages._engine import sink as engine_sink
 
-    for name in ("summarize", "assemble"):
-        if hasattr(engine_sink, name):
-            setattr(engine_sink, name, timed(name, getattr(engine_sink, name)))
+    summarizer = engine_sink.Summarizer
+    summarizer.__call__ = timed("summarize", summarizer.__call__)
+    engine_sink.assemble = timed("assemble", engine_sink.assemble)  # type: ignore[assignment]
     ProcessorWriter.write = timed("writer (DLQ, sample, stats)", ProcessorWriter.write)  # type: ignore[method-assign]
     engine_sink.ForeachBatchSink.__call__ = timed(
         "foreachBatch total", engine_sink.ForeachBatchSink.__call__

@@ -19,7 +19,12 @@ from typing import Any, Protocol, cast
 from pyspark.sql import DataFrame
 
 from pipeline_stages._engine.observed import job_operators
-from pipeline_stages._engine.partitions import PartitionWork, assemble, summarize, summarize_rows
+from pipeline_stages._engine.partitions import (
+    PartitionWork,
+    Summarizer,
+    assemble,
+    summarize_rows,
+)
 from pipeline_stages._enrichment.operator_stats import add_operators
 from pipeline_stages._stream.batch import (
     BatchResult,
@@ -87,11 +92,13 @@ class ForeachBatchSink:
         if window is not None:
             window.after_job = self._after_job
         self._work: PartitionWork | None = None
+        self._summarize: Summarizer | None = None
         if getattr(writer, "writes_summaries", False):
             summarized = cast("SummaryWriter", writer)
             self._work = PartitionWork(
                 processor, summarized.partition_sink, max(0, int(summarized.sample_capacity))
             )
+            self._summarize = Summarizer(self._work)
         if window is not None and pipelined:
             self._folds = FoldPipeline(window, self.write_envelopes, input_counts=input_counts)
 
@@ -100,8 +107,8 @@ class ForeachBatchSink:
         if self._folds is not None:
             self._folds.submit(df, batch_id)
             return
-        if self.window is None and self._work is not None:
-            rows = summarize(df, self._work, batch_id)
+        if self.window is None and self._summarize is not None:
+            rows = self._summarize(df, batch_id)
             counts = self.input_counts(batch_id) if self.input_counts is not None else None
             self._write_summary(batch_id, rows, counts)
             return

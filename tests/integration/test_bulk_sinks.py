@@ -18,6 +18,7 @@ from bson import ObjectId
 
 from pipeline_stages import parse_pipeline
 from pipeline_stages._connectors.sources.register import register_all
+from pipeline_stages._engine import partitions
 from pipeline_stages._engine import sink as engine_sink
 from pipeline_stages._engine.sink import ForeachBatchSink
 from pipeline_stages._stream.batch import object_id
@@ -120,15 +121,15 @@ def test_a_120k_row_batch_never_reaches_the_driver(
     monkeypatch.setattr(dataframe, "toPandas", refused)
     summaries: list[tuple[int, int]] = []
     kinds: list[str] = []
-    summarize = engine_sink.summarize
+    summarize = engine_sink.Summarizer.__call__
 
-    def spied(df: Any, work: Any, batch_id: int) -> Any:
-        found = summarize(df, work, batch_id)
+    def spied(self: Any, df: Any, batch_id: int) -> Any:
+        found = summarize(self, df, batch_id)
         summaries.append((len(found), df.rdd.getNumPartitions()))
         kinds.extend(row["kind"] for row in found)
         return found
 
-    monkeypatch.setattr(engine_sink, "summarize", spied)
+    monkeypatch.setattr(engine_sink.Summarizer, "__call__", spied)
     register_all(spark)
     ctx = compile_context(
         spark, processor="p", connections={"files": files}, has_dlq=True, batch_size=rows
@@ -204,6 +205,42 @@ def test_a_replay_partitioned_differently_writes_files_and_counts_once(
     assert totals["outputMessageSize"] == sum(len(json.dumps(doc)) for doc in docs)
     messages, _ = writer.sample.recent(SAMPLE)
     assert [m["n"] for m in messages] == list(range(500))[-SAMPLE:]
+
+
+def test_one_partition_function_serves_every_batch_with_its_own_id(
+    spark: Any, stores: SqliteStores, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tasks take the batch id from the action's local property, not from a function
+    pickled per batch: each batch's files carry its own id, and the function is built once."""
+    files = ConnectionInfo("files", "File", {"directory": str(tmp_path / "files")})
+    pipeline = [
+        {"$source": {"connectionName": "files", "path": "in"}},
+        {"$emit": {"connectionName": "files", "path": "out"}},
+    ]
+    built: list[Any] = []
+    make_udf = partitions.pandas_udf
+
+    def counted_udf(*args: Any, **kwargs: Any) -> Any:
+        built.append(args[0])
+        return make_udf(*args, **kwargs)
+
+    monkeypatch.setattr(partitions, "pandas_udf", counted_udf)
+    writer = processor_writer(stores, pipeline, files)
+    sink = ForeachBatchSink(writer, processor="p")
+    out = tmp_path / "files" / "out"
+    named: dict[int, list[int]] = {}
+    for batch_id, first in ((3, 0), (4, 100), (9, 200)):
+        sink(envelopes(spark, [{"n": n} for n in range(first, first + 100)], 2), batch_id)
+        prefix = f"p-r-{batch_id:012d}-"
+        named[batch_id] = sorted(
+            line["n"]
+            for path in out.iterdir()
+            if path.name.startswith(prefix)
+            for line in map(json.loads, path.read_text().splitlines())
+        )
+    assert named == {3: list(range(100)), 4: list(range(100, 200)), 9: list(range(200, 300))}
+    assert len(built) == 1
+    assert writer.stats.totals["outputMessageCount"] == 300
 
 
 @pytest.mark.parametrize("on_this_host", [True, False], ids=["executors", "remote-cluster"])
