@@ -99,10 +99,10 @@ class Summarizer:
     """A query's batches written where they are: its `mapInArrow` function built once.
 
     `DataFrame.mapInArrow` wraps its function in a new UDF on every call, and PySpark
-    pickles a new UDF (the function and the sink it carries) into a new command: 10-30 ms
-    of the driver per micro-batch, measured. Here the UDF is built once per query and
-    applied to each batch's rows; the tasks read the batch id from a local property the
-    driver sets before the action, instead of from the pickled function.
+    pickles a new UDF (the function and the sink it carries) into a new command per
+    micro-batch. Here the UDF is built once per query and applied to each batch's rows; the
+    tasks read the batch id from a local property the driver sets before the action,
+    instead of from the pickled function (`benchmarks/RESULTS.md` has what it saves).
     """
 
     def __init__(self, work: PartitionWork) -> None:
