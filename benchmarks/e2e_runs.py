@@ -49,6 +49,9 @@ class Bench:
         self.files.mkdir()
         self.counter = 0
         extra = dict(kv.split("=", 1) for kv in args.service_env)
+        # Which side runs on a standalone cluster: only its executors are this machine's.
+        self.service_on_cluster = extra.get("SLUICE_SPARK_MASTER", "").startswith("spark://")
+        self.native_on_cluster = args.master.startswith("spark://")
         print(f"starting the service and the native process (work dir {self.root})", flush=True)
         self.service = S.Service(self.root, extra)
         self.service.call(
@@ -155,7 +158,7 @@ class Bench:
         }
         detail["first_batch_s"] = round(first[0] - started, 1)
         detail["steady_rows_per_s"] = steady(data.rows * (1 - first[1]), finished - first[0])
-        if executors:  # on a cluster: the driver (the service's tree) against the executors
+        if self.service_on_cluster and executors > 0:  # the driver (the service's tree) against the executors
             detail["executors_cpu_s"] = round(executors, 1)
             detail["driver_cpu_vs_executors"] = round((cpu.python + cpu.below) / executors, 3)
         return Run(data.rows / (finished - started), cpu, detail)
@@ -163,6 +166,7 @@ class Bench:
     def native_run(self, pipeline: str, data: S.Dataset) -> Run:
         """The native query over the same files."""
         before = S.tree_cpu(self.native.pid)
+        executors_before = S.executors_cpu()
         out = self.root / "native" / self.name(pipeline)
         result = self.ask_native(
             {
@@ -175,6 +179,7 @@ class Bench:
             },
         )
         cpu = S.tree_cpu(self.native.pid) - before
+        executors = S.executors_cpu() - executors_before
         detail = {
             "batches": len(result["batches"]),
             "first_batch_s": round(result["first"], 1),
@@ -182,6 +187,11 @@ class Bench:
                 data.rows - result["first_rows"], result["seconds"] - result["first"]
             ),
         }
+        # With `--master spark://...` (and the service on another master): native's driver
+        # against its executors, the figure the service's driver share compares with.
+        if self.native_on_cluster and executors > 0:
+            detail["executors_cpu_s"] = round(executors, 1)
+            detail["driver_cpu_vs_executors"] = round((cpu.python + cpu.below) / executors, 3)
         return Run(data.rows / result["seconds"], cpu, detail)
 
     # ----------------------------------------------------------------- ingest
