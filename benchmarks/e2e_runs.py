@@ -158,7 +158,8 @@ class Bench:
         }
         detail["first_batch_s"] = round(first[0] - started, 1)
         detail["steady_rows_per_s"] = steady(data.rows * (1 - first[1]), finished - first[0])
-        if self.service_on_cluster and executors > 0:  # the driver (the service's tree) against the executors
+        # On a cluster: the driver (the service's tree) against the executors.
+        if self.service_on_cluster and executors > 0:
             detail["executors_cpu_s"] = round(executors, 1)
             detail["driver_cpu_vs_executors"] = round((cpu.python + cpu.below) / executors, 3)
         return Run(data.rows / (finished - started), cpu, detail)
