@@ -113,6 +113,8 @@ class Bench:
         self.service.create(name, body, dlq=True)
         seen: dict[str, int] = {}
         first: list[float] = []
+        #: The driver's and the executors' CPU when the first batch's output appeared.
+        at_first: list[tuple[S.Cpu, float]] = []
         spy: list[Any] = []
 
         def done() -> bool:
@@ -125,6 +127,8 @@ class Bench:
                     count, target = int(stats["outputMessageCount"]), data.matched
             if count and not first:
                 first.extend((time.monotonic(), count / target))
+                if self.service_on_cluster:
+                    at_first.append((S.tree_cpu(self.service.proc.pid), S.executors_cpu()))
                 if profile:
                     path = self.root / f"profile-{name}.txt"
                     spy.append(
@@ -145,8 +149,9 @@ class Bench:
         started = time.monotonic()
         self.service.call("POST", f"/processors/{name}:start")
         finished = S.wait_for(done, timeout=self.args.timeout, what=f"{name} to finish")
-        cpu = S.tree_cpu(self.service.proc.pid) - before
-        executors = S.executors_cpu() - executors_before
+        ended, executors_ended = S.tree_cpu(self.service.proc.pid), S.executors_cpu()
+        cpu = ended - before
+        executors = executors_ended - executors_before
         stats = self.service.stats(name)
         self.service.drop(name)
         for process, path in spy:
@@ -162,6 +167,16 @@ class Bench:
         if self.service_on_cluster and executors > 0:
             detail["executors_cpu_s"] = round(executors, 1)
             detail["driver_cpu_vs_executors"] = round((cpu.python + cpu.below) / executors, 3)
+            # After the first batch: without the start's compile, the source's planning
+            # process starting and most of the first batch's JIT work in both JVMs.
+            if at_first:
+                driver_then, executors_then = at_first[0]
+                driver_after = ended - driver_then
+                executors_after = executors_ended - executors_then
+                if executors_after > 0:
+                    detail["driver_cpu_vs_executors_after_1st"] = round(
+                        (driver_after.python + driver_after.below) / executors_after, 3
+                    )
         return Run(data.rows / (finished - started), cpu, detail)
 
     def native_run(self, pipeline: str, data: S.Dataset) -> Run:
