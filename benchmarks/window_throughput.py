@@ -268,20 +268,22 @@ def ceiling_query(
         def operate(_key: Any, pdfs: Any, state: Any) -> Any:
             for _ in pdfs:  # the frames are built as for the real operator
                 pass
+            # No timeout: the operator of a window without wall-clock rules has none.
             state.update((b"",))
-            state.setTimeoutDuration(1)
             return iter(())
 
         return operate
 
     real_operator = window_compile._operator
 
-    def without_copies(shipped: tuple[Any, list[str]], spec: Any, stamp: Any) -> Any:
+    def without_copies(
+        shipped: tuple[Any, list[str]], spec: Any, stamp: Any, **options: Any
+    ) -> Any:
         df, columns = shipped
         for name in (C.ORIG, C.OMETA):
             if name in df.columns:
                 df = df.withColumn(name, F.lit(None).cast(df.schema[name].dataType))
-        return real_operator((df, columns), spec, stamp)
+        return real_operator((df, columns), spec, stamp, **options)
 
     with mock.patch.object(window_compile, "make_operator", no_op):
         if copies:
