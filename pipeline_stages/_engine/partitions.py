@@ -30,7 +30,6 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.udf import UserDefinedFunction
 from pyspark.util import PythonEvalType
 
@@ -116,10 +115,11 @@ class Summarizer:
             return _summary_rows(partition_summary(self.work, batch_id, table.to_batches(), 0, 0))
         if self._udf is None:
             # What `mapInArrow` builds per call (PySpark's `map_ops`), kept instead.
-            self._udf = pandas_udf(  # type: ignore[call-overload]
+            self._udf = UserDefinedFunction(
                 _PartitionTask(self.work),
                 returnType=SUMMARY_SCHEMA,
-                functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF,
+                name="summarize_partition",
+                evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF,
             )
         applied = self._udf(*(F.col(name) for name in df.columns))
         mapped = DataFrame(df._jdf.mapInArrow(applied._jc, False, None), df.sparkSession)

@@ -218,13 +218,13 @@ def test_one_partition_function_serves_every_batch_with_its_own_id(
         {"$emit": {"connectionName": "files", "path": "out"}},
     ]
     built: list[Any] = []
-    make_udf = partitions.pandas_udf
+    make_udf = partitions.UserDefinedFunction.__init__
 
-    def counted_udf(*args: Any, **kwargs: Any) -> Any:
+    def counted_udf(self: Any, *args: Any, **kwargs: Any) -> None:
         built.append(args[0])
-        return make_udf(*args, **kwargs)
+        make_udf(self, *args, **kwargs)
 
-    monkeypatch.setattr(partitions, "pandas_udf", counted_udf)
+    monkeypatch.setattr(partitions.UserDefinedFunction, "__init__", counted_udf)
     writer = processor_writer(stores, pipeline, files)
     sink = ForeachBatchSink(writer, processor="p")
     out = tmp_path / "files" / "out"
