@@ -158,18 +158,18 @@ def _millis_problem(millis: int, shown: str) -> str | None:
 
 def date_problem(inner: Any) -> str | None:
     """Why `inner` is no valid `$date` wrapper value (`{"$date": inner}`); None if it is."""
-    shown = _shown(inner)
     if isinstance(inner, str):
         try:
             parsed = datetime.fromisoformat(inner.strip())
         except ValueError:
-            return f"$date {shown} is not an ISO-8601 date"
+            return f"$date {_shown(inner)} is not an ISO-8601 date"
         if parsed.tzinfo is not None and parsed.utcoffset() is not None:
             try:
                 parsed.astimezone(UTC)
             except OverflowError:
-                return f"$date {shown} is outside the years 1 to 9999"
+                return f"$date {_shown(inner)} is outside the years 1 to 9999"
         return None
+    shown = _shown(inner)
     if isinstance(inner, Mapping) and set(inner) == {"$numberLong"}:
         text = inner["$numberLong"]
         if _integer_problem(text, "$numberLong", INT64_MIN, INT64_MAX, "64-bit") is not None:

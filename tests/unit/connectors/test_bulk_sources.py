@@ -46,6 +46,12 @@ DATE_TEXT = st.one_of(
         r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9:.]{1,12}(Z|[+-][0-9:]{1,6})?)?", fullmatch=True
     ),
     st.text(alphabet="0123456789-:.TZ+ x", max_size=25),
+    # The common shape, checked in bulk: every month's last days, leap years, year 0.
+    st.from_regex(
+        r"(0000|1900|2000|2023|2024|[0-9]{4})-(0[1-9]|1[0-2])-(0[1-9]|2[89]|3[01])"
+        r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,7})?Z",
+        fullmatch=True,
+    ),
 )
 #: Records holding date wrappers among other fields, with JSON whitespace and `$` elsewhere.
 DATE_RECORD = st.builds(
@@ -65,6 +71,28 @@ DATE_RECORD = st.builds(
 def test_records_with_date_wrappers_get_source_records_verdict(payloads: list[bytes]) -> None:
     # The one-date fast path must give what parsing the record gives, valid date or not.
     assert verdicts(list(payloads)) == [source_record(p) for p in payloads]
+
+
+def test_common_dates_checked_in_bulk_agree_with_each_one_parsed() -> None:
+    dates = [
+        f"{year}-{month:02d}-{day:02d}T23:59:59{fraction}Z"
+        for year in ("0000", "0001", "1900", "2000", "2023", "2024", "9999")
+        for month in range(1, 13)
+        for day in (28, 29, 30, 31)
+        for fraction in ("", ".1", ".123456", ".1234567")
+    ]
+    payloads = [('{"t": {"$date": "' + date + '"}}').encode() for date in dates]
+    found = verdicts(list(payloads))
+    assert found == [source_record(p) for p in payloads]
+    assert [error is None for _, error in found] == [
+        date[:4] != "0000" and _a_day(date) for date in dates
+    ]
+
+
+def _a_day(date: str) -> bool:
+    year, month, day = int(date[:4]), int(date[5:7]), int(date[8:10])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return day <= [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
 
 
 def test_a_valid_date_wrapper_is_no_problem_and_an_invalid_one_names_itself() -> None:
