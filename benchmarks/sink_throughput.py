@@ -91,15 +91,18 @@ def instrument() -> None:
     """Time the driver's steps of each batch (`--profile`)."""
     from pipeline_stages._engine import sink as engine_sink
 
-    # Patched in place (the benchmark's own process), so every sink the run builds is timed.
+    # Patched in place (the benchmark's own process), so every sink the run builds is timed;
+    # what an older checkout lacks is left out (its sink summarised with a function).
     steps = [
-        (engine_sink.Summarizer, "__call__", "summarize"),
+        (getattr(engine_sink, "Summarizer", None), "__call__", "summarize"),
+        (engine_sink, "summarize", "summarize"),
         (engine_sink, "assemble", "assemble"),
         (ProcessorWriter, "write", "writer (DLQ, sample, stats)"),
         (engine_sink.ForeachBatchSink, "__call__", "foreachBatch total"),
     ]
     for owner, attribute, name in steps:
-        setattr(owner, attribute, timed(name, getattr(owner, attribute)))
+        if owner is not None and hasattr(owner, attribute):
+            setattr(owner, attribute, timed(name, getattr(owner, attribute)))
 
 
 def run_once(spark: Any, sink: str, mode: str, rows: int, batches: int) -> float:
