@@ -43,7 +43,8 @@ MATCH_MIN = 10.0
 
 
 def session(master: str, partitions: str) -> SparkSession:
-    """Spark's defaults but for the UI, the time zone and the service's partition count."""
+    """Spark's defaults but for the UI, the time zone, the service's partition count and
+    the progress reports kept."""
     spark = (
         SparkSession.builder.master(master)
         .appName("native-e2e")
@@ -52,6 +53,8 @@ def session(master: str, partitions: str) -> SparkSession:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", partitions)
         .config("spark.default.parallelism", partitions)
+        # Every report kept, so that a run of more than 100 batches counts all its rows.
+        .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -145,7 +148,33 @@ def query(spark: SparkSession, cmd: dict[str, Any]) -> Any:
     return writer.start()
 
 
-def progress_of(handle: Any) -> list[dict[str, Any]]:
+class Progress:
+    """A query's progress reports, read as they arrive.
+
+    `StreamingQuery.recentProgress` converts every kept report through py4j on each call
+    (two round trips a report), and the benchmark polls every 50 ms: with dozens of batches
+    that polling cost native's driver more CPU than its query (and Spark keeps only the last
+    100 reports by default, so a longer run never counted all its rows). Here each poll
+    converts only the reports that are new, and the session keeps them all
+    (`spark.sql.streaming.numRecentProgressUpdates`, `session`)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.reports: list[dict[str, Any]] = []
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Every report so far."""
+        kept = self.handle._jsq.recentProgress()
+        for index in range(len(self.reports), len(kept)):
+            self.reports.append(json.loads(kept[index].json()))
+        return self.reports
+
+    def rows(self) -> int:
+        """Input rows of every batch so far."""
+        return sum(p["numInputRows"] for p in self.poll())
+
+
+def progress_of(progress: Progress) -> list[dict[str, Any]]:
     """Per batch: input rows and `triggerExecution` ms."""
     return [
         {
@@ -153,7 +182,7 @@ def progress_of(handle: Any) -> list[dict[str, Any]]:
             "ms": p["durationMs"].get("triggerExecution", 0),
             "phases": {k: v for k, v in p["durationMs"].items() if k != "triggerExecution"},
         }
-        for p in handle.recentProgress
+        for p in progress.poll()
     ]
 
 
@@ -162,11 +191,12 @@ def run(spark: SparkSession, cmd: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     first, first_rows = None, 0
     handle = query(spark, cmd)
+    progress = Progress(handle)
     try:
         while True:
             if handle.exception() is not None:
                 raise RuntimeError(str(handle.exception()))
-            rows = sum(p["numInputRows"] for p in handle.recentProgress)
+            rows = progress.rows()
             if rows and first is None:
                 first, first_rows = time.monotonic() - started, rows
             if rows >= cmd["rows"]:
@@ -177,7 +207,7 @@ def run(spark: SparkSession, cmd: dict[str, Any]) -> dict[str, Any]:
             "seconds": seconds,
             "first": first or seconds,
             "first_rows": first_rows,
-            "batches": progress_of(handle),
+            "batches": progress_of(progress),
         }
     finally:
         handle.stop()
@@ -185,7 +215,7 @@ def run(spark: SparkSession, cmd: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     spark = session(sys.argv[1], sys.argv[2])
-    running = None
+    running: Progress | None = None
     print("RESULT " + json.dumps({"ready": True}), flush=True)
     for raw in sys.stdin:
         cmd = json.loads(raw)
@@ -195,13 +225,13 @@ def main() -> None:
         if op == "run":
             result: dict[str, Any] = run(spark, cmd)
         elif op == "start":
-            running = query(spark, cmd)
+            running = Progress(query(spark, cmd))
             result = {"started": True}
         elif op == "rows" and running is not None:
-            result = {"rows": sum(p["numInputRows"] for p in running.recentProgress)}
+            result = {"rows": running.rows()}
         elif op == "stop" and running is not None:
             result = {"batches": progress_of(running)}
-            running.stop()
+            running.handle.stop()
             running = None
         else:
             result = {"error": f"bad command {cmd!r}"}
