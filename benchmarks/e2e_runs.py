@@ -39,6 +39,11 @@ class Run:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+def driver_share(driver: S.Cpu, executors: float) -> float | None:
+    """The driver's CPU (its whole process tree) over the executors' (None: they spent none)."""
+    return round(driver.total / executors, 3) if executors > 0 else None
+
+
 class Bench:
     """The service, the native process and the files both read."""
 
@@ -164,19 +169,17 @@ class Bench:
         detail["first_batch_s"] = round(first[0] - started, 1)
         detail["steady_rows_per_s"] = steady(data.rows * (1 - first[1]), finished - first[0])
         # On a cluster: the driver (the service's tree) against the executors.
-        if self.service_on_cluster and executors > 0:
+        share = driver_share(cpu, executors)
+        if self.service_on_cluster and share is not None:
             detail["executors_cpu_s"] = round(executors, 1)
-            detail["driver_cpu_vs_executors"] = round((cpu.python + cpu.below) / executors, 3)
+            detail["driver_cpu_vs_executors"] = share
             # After the first batch: without the start's compile, the source's planning
             # process starting and most of the first batch's JIT work in both JVMs.
             if at_first:
                 driver_then, executors_then = at_first[0]
-                driver_after = ended - driver_then
-                executors_after = executors_ended - executors_then
-                if executors_after > 0:
-                    detail["driver_cpu_vs_executors_after_1st"] = round(
-                        (driver_after.python + driver_after.below) / executors_after, 3
-                    )
+                after = driver_share(ended - driver_then, executors_ended - executors_then)
+                if after is not None:
+                    detail["driver_cpu_vs_executors_after_1st"] = after
         return Run(data.rows / (finished - started), cpu, detail)
 
     def native_run(self, pipeline: str, data: S.Dataset) -> Run:
@@ -205,9 +208,10 @@ class Bench:
         }
         # With `--master spark://...` (and the service on another master): native's driver
         # against its executors, the figure the service's driver share compares with.
-        if self.native_on_cluster and executors > 0:
+        share = driver_share(cpu, executors)
+        if self.native_on_cluster and share is not None:
             detail["executors_cpu_s"] = round(executors, 1)
-            detail["driver_cpu_vs_executors"] = round((cpu.python + cpu.below) / executors, 3)
+            detail["driver_cpu_vs_executors"] = share
         return Run(data.rows / result["seconds"], cpu, detail)
 
     # ----------------------------------------------------------------- ingest

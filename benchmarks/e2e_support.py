@@ -292,6 +292,11 @@ class Cpu:
     def __sub__(self, other: Cpu) -> Cpu:
         return Cpu(self.python - other.python, self.below - other.below)
 
+    @property
+    def total(self) -> float:
+        """The process's and everything below it."""
+        return self.python + self.below
+
 
 def _process_table() -> tuple[dict[int, tuple[int, float, float]], dict[int, list[int]]]:
     """Every process's `_stat`, and each one's children."""
