@@ -189,3 +189,56 @@ def test_expr_uses_aggregation_semantics_and_reports_errors(spark: Any) -> None:
     # OR: doc 0 is decided by b == 1; doc 1 must evaluate `$expr` and fails.
     assert rows[0]["or_e"] is None and "divide by zero" in rows[1]["or_e"]
     assert rows[2]["or"] is True and rows[2]["or_e"] is None
+
+
+NUMBER_TEXT_VALUES = [
+    "0",
+    "-0",
+    "7",
+    "-12",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "57.5",
+    "-0.0",
+    "5.0",
+    "1.5e300",
+    "-2E-5",
+    "1e3",
+    '"5"',
+    '"NaN"',
+    '"-1"',
+    "true",
+    "false",
+    "null",
+    "[1]",
+    "{}",
+    '{"a": 1}',
+    '{"$numberLong": "5"}',
+    '{"$numberDecimal": "5.5"}',
+    '{"$date": "2024-01-01T00:00:00Z"}',
+]
+
+
+@pytest.mark.spark
+def test_number_reads_skip_only_texts_that_cannot_cast(spark: Any) -> None:
+    """The gated reads of a value's JSON text equal an ungated `try_cast` for every kind of
+    value `to_json` writes (the gate only saves Spark's throw-and-catch on a failed cast)."""
+    from pipeline_stages._mql.query.values import Typed
+
+    df = spark.createDataFrame([(t,) for t in NUMBER_TEXT_VALUES], "t string").select(
+        "t", F.parse_json("t").alias("v")
+    )
+    typed = Typed.of(F.col("v"))
+    rows = df.select(
+        "t",
+        typed._as_whole().alias("whole"),
+        typed.json.try_cast("bigint").alias("whole_cast"),
+        typed._as_real().alias("real"),
+        typed.json.try_cast("double").alias("real_cast"),
+    ).collect()
+    assert len(rows) == len(NUMBER_TEXT_VALUES)
+    for row in rows:
+        assert (row.whole, row.real) == (row.whole_cast, row.real_cast), row.t
+    assert {r.t for r in rows if r.whole is not None} >= {"7", "-12", "9223372036854775807"}
+    assert {r.t for r in rows if r.real is not None} >= {"57.5", "1.5e300", "-2E-5"}
