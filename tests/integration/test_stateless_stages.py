@@ -270,3 +270,39 @@ def test_process_reads_a_documents_array_in_the_batches_asked_for(
     assert code == 0, err.getvalue()
     assert [json.loads(line)["i"] for line in out.getvalue().splitlines()] == list(range(5))
     assert [n for n in batches.rows if n] == expected
+
+
+def test_inclusion_projection_keeps_the_present_fields(spark: Any) -> None:
+    """An inclusion keeps `_id` and the listed fields that are present: null stays null,
+    missing stays missing; nested paths and computed fields apply beside them."""
+    docs = [
+        {"_id": 1, "a": 1, "b": "x", "c": {"d": 2, "e": 3}, "z": 9},
+        {"_id": 2, "a": None, "c": {"e": 3}},
+        {"_id": 3, "b": [1, 2], "c": {"d": [1, {"e": 2}]}},
+        {"a": {"$date": "2024-01-01T00:00:00Z"}, "b": "only", "c": {"d": None}},
+        {"_id": 5, "c": {}},
+    ]
+    code, out, err = run(
+        spark,
+        [
+            source(*docs),
+            {"$project": {"a": 1, "b": 1, "c.d": 1, "twice": {"$multiply": ["$_id", 2]}}},
+        ],
+    )
+    assert code == 0, err
+    assert [strip(d) for d in out] == [
+        {"_id": 1, "a": 1, "b": "x", "c": {"d": 2}, "twice": 2},
+        {"_id": 2, "a": None, "c": {}, "twice": 4},
+        {"_id": 3, "b": [1, 2], "c": {"d": [1, {"e": 2}]}, "twice": 6},
+        {"a": {"$date": "2024-01-01T00:00:00Z"}, "b": "only", "c": {"d": None}, "twice": None},
+        {"_id": 5, "c": {}, "twice": 10},
+    ]
+    code, out, err = run(spark, [source(*docs), {"$project": {"_id": 0, "b": 1, "k": "$a"}}])
+    assert code == 0, err
+    assert [strip(d) for d in out] == [
+        {"b": "x", "k": 1},
+        {"k": None},
+        {"b": [1, 2]},
+        {"b": "only", "k": {"$date": "2024-01-01T00:00:00Z"}},
+        {},
+    ]
