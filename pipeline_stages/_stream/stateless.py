@@ -14,9 +14,10 @@ from pyspark.sql import functions as F
 
 from pipeline_stages._base import ProblemCollector, classify, join_path
 from pipeline_stages._mql import kinds as K
+from pipeline_stages._mql import values as V
 from pipeline_stages._mql.expressions import compile_expression
 from pipeline_stages._mql.ops.common import first_error
-from pipeline_stages._mql.ops.paths import empty_object, remove_field, set_field
+from pipeline_stages._mql.ops.paths import empty_object, get_field, remove_field, set_field
 from pipeline_stages._mql.scope import Expr, Scope
 from pipeline_stages._stream.frame import StreamFrame
 
@@ -124,12 +125,64 @@ def project_document(
     errors: list[Column | None] = []
     if not any(dotted == "_id" for dotted, _, _ in flat):
         flat = [("_id", 1, ("_id",)), *flat]
+    # Included paths below a top-level field project that field as a whole, after the plain
+    # fields and before computed paths below it (which set into what the inclusion kept).
+    included: dict[str, IncludeTree] = {}
+    computed: list[tuple[str, Any, tuple[str, ...]]] = []
     for dotted, raw, tokens in flat:
         kind = classify(raw)
         if kind == "exclude":
+            continue
+        if "." in dotted:
+            if kind == "include":
+                _add_path(included, dotted.split("."))
+            else:
+                computed.append((dotted, raw, tokens))
             continue
         source = f"${dotted}" if kind == "include" else raw
         value = compile_expression(source, scope, join_path(path, *tokens), problems)
         errors.append(value.error)
         doc = scope.bind(set_field(doc, dotted, Expr(value=scope.bind(value.value))).value)
+    for name, tree in included.items():
+        kept = scope.bind(included_paths(get_field(scope.current, name), tree))
+        doc = scope.bind(set_field(doc, name, Expr(value=kept)).value)
+    for dotted, raw, tokens in computed:
+        value = compile_expression(raw, scope, join_path(path, *tokens), problems)
+        errors.append(value.error)
+        doc = scope.bind(set_field(doc, dotted, Expr(value=scope.bind(value.value))).value)
     return Expr(value=doc, error=first_error(*errors))
+
+
+#: The included paths below a field: each name maps to the paths below it (empty: the whole
+#: value is kept).
+IncludeTree = dict[str, "IncludeTree"]
+#: How many levels of arrays directly inside arrays an inclusion walks into (MongoDB walks
+#: any number; each level doubles the generated code). Deeper arrays are dropped.
+INCLUDED_ARRAY_DEPTH = 2
+
+
+def _add_path(tree: IncludeTree, names: list[str]) -> None:
+    for name in names[:-1]:
+        tree = tree.setdefault(name, {})
+    tree.setdefault(names[-1], {})
+
+
+def included_paths(value: Column, tree: IncludeTree, arrays: int = INCLUDED_ARRAY_DEPTH) -> Column:
+    """What an inclusion of the `tree`'s paths keeps of `value` (MongoDB's `$project`): of an
+    object, the included fields that are present (each projected further), `{}` when none
+    is; of an array, each element so projected, elements that are neither objects nor arrays
+    dropped; of anything else, nothing (missing: SQL NULL)."""
+    fields: dict[str, Column] = {}
+    for name, below in tree.items():
+        child = get_field(value, name)
+        fields[name] = included_paths(child, below, arrays) if below else child
+    names = F.array(*(F.lit(name) for name in fields))
+    present = F.map_filter(
+        F.map_from_arrays(names, F.array(*fields.values())), lambda _, v: v.isNotNull()
+    )
+    kept = F.when(K.is_plain_object(value), F.to_variant_object(present))
+    if arrays == 0:
+        return kept
+    elements = F.transform(V.as_array(value), lambda e: included_paths(e, tree, arrays - 1))
+    in_array = V.from_array(F.filter(elements, lambda e: e.isNotNull()))
+    return F.coalesce(kept, F.when(K.is_array_value(value), in_array))

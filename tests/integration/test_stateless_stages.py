@@ -306,3 +306,41 @@ def test_inclusion_projection_keeps_the_present_fields(spark: Any) -> None:
         {"b": "only", "k": {"$date": "2024-01-01T00:00:00Z"}},
         {},
     ]
+
+
+def test_inclusion_of_a_dotted_path_projects_its_parent_as_mongodb_does(spark: Any) -> None:
+    """`{"c.d": 1}` keeps `c` only where it is an object (with `d` if present) or an array
+    (each element projected, elements that are not documents dropped); a computed path below
+    it sets into what the inclusion kept."""
+    docs = [
+        {"_id": 1, "c": {"d": 1, "e": 2}},
+        {"_id": 2, "c": {"e": 2}},
+        {"_id": 3},
+        {"_id": 4, "c": 5},
+        {"_id": 5, "c": None},
+        {"_id": 6, "c": {"$date": "2024-01-01T00:00:00Z"}},
+        {"_id": 7, "c": [{"d": 1, "e": 2}, {"e": 3}, 4, [{"d": 5}, 6], None]},
+        {"_id": 8, "c": {"d": {"x": 1, "y": 2}, "f": {"g": 1, "h": 2}}},
+    ]
+    code, out, err = run(spark, [source(*docs), {"$project": {"c.d": 1, "c.f.g": 1}}])
+    assert code == 0, err
+    assert [strip(d) for d in out] == [
+        {"_id": 1, "c": {"d": 1}},
+        {"_id": 2, "c": {}},
+        {"_id": 3},
+        {"_id": 4},
+        {"_id": 5},
+        {"_id": 6},
+        {"_id": 7, "c": [{"d": 1}, {}, [{"d": 5}]]},
+        {"_id": 8, "c": {"d": {"x": 1, "y": 2}, "f": {"g": 1}}},
+    ]
+    code, out, err = run(
+        spark,
+        [source(*docs[:3]), {"$project": {"_id": 0, "c.d": 1, "c.z": {"$literal": "set"}}}],
+    )
+    assert code == 0, err
+    assert [strip(d) for d in out] == [
+        {"c": {"d": 1, "z": "set"}},
+        {"c": {"z": "set"}},
+        {"c": {"z": "set"}},
+    ]
