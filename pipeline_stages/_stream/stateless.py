@@ -121,35 +121,37 @@ def project_document(
     if exclusion:
         removed = [dotted for dotted, raw, _ in flat if classify(raw) == "exclude"]
         return Expr(value=unset_fields(scope.current, removed))
-    doc: Column = empty_object()
     errors: list[Column | None] = []
     if not any(dotted == "_id" for dotted, _, _ in flat):
         flat = [("_id", 1, ("_id",)), *flat]
-    # Included paths below a top-level field project that field as a whole, after the plain
-    # fields and before computed paths below it (which set into what the inclusion kept).
+    # Top-level fields first, then each field with included paths below it projected as a
+    # whole, then computed paths below a field (set into what the inclusion kept).
+    top: list[tuple[str, Any, tuple[str, ...]]] = []
     included: dict[str, IncludeTree] = {}
-    computed: list[tuple[str, Any, tuple[str, ...]]] = []
+    below: list[tuple[str, Any, tuple[str, ...]]] = []
     for dotted, raw, tokens in flat:
         kind = classify(raw)
         if kind == "exclude":
             continue
-        if "." in dotted:
-            if kind == "include":
-                _add_path(included, dotted.split("."))
-            else:
-                computed.append((dotted, raw, tokens))
-            continue
-        source = f"${dotted}" if kind == "include" else raw
-        value = compile_expression(source, scope, join_path(path, *tokens), problems)
-        errors.append(value.error)
-        doc = scope.bind(set_field(doc, dotted, Expr(value=scope.bind(value.value))).value)
+        if "." not in dotted:
+            top.append((dotted, f"${dotted}" if kind == "include" else raw, tokens))
+        elif kind == "include":
+            _add_path(included, dotted.split("."))
+        else:
+            below.append((dotted, raw, tokens))
+
+    def set_all(doc: Column, items: list[tuple[str, Any, tuple[str, ...]]]) -> Column:
+        for dotted, source, tokens in items:
+            value = compile_expression(source, scope, join_path(path, *tokens), problems)
+            errors.append(value.error)
+            doc = scope.bind(set_field(doc, dotted, Expr(value=scope.bind(value.value))).value)
+        return doc
+
+    doc = set_all(empty_object(), top)
     for name, tree in included.items():
-        kept = scope.bind(included_paths(get_field(scope.current, name), tree))
-        doc = scope.bind(set_field(doc, name, Expr(value=kept)).value)
-    for dotted, raw, tokens in computed:
-        value = compile_expression(raw, scope, join_path(path, *tokens), problems)
-        errors.append(value.error)
-        doc = scope.bind(set_field(doc, dotted, Expr(value=scope.bind(value.value))).value)
+        kept = included_paths(scope.bind(get_field(scope.current, name)), tree)
+        doc = scope.bind(set_field(doc, name, Expr(value=scope.bind(kept))).value)
+    doc = set_all(doc, below)
     return Expr(value=doc, error=first_error(*errors))
 
 
