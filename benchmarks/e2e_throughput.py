@@ -51,8 +51,9 @@ SLUICE_SPARK_MASTER=spark://...`), each Sluice run also reports its executors' C
 (every `CoarseGrainedExecutorBackend` process and its Python workers) and the driver's CPU
 as a fraction of theirs (`driver_cpu_vs_executors`).
 `--profile S` samples the service's Python with py-spy (`pip install py-spy`) for S seconds
-from the first batch of the first measured `emit` run at the largest batch size (with
-`--profile-workers`, Spark's Python workers under it too), and prints the busiest functions (`--keep` keeps the collapsed stacks in the work directory).
+from the first batch of the first measured run of the first pipeline listed, at the largest
+batch size (with `--profile-workers`, Spark's Python workers under it too), and prints the
+busiest functions (`--keep` keeps the collapsed stacks in the work directory).
 
 Trigger: the service runs its default (`SLUICE_TRIGGER_INTERVAL`, 1 s: none of these
 pipelines closes windows on the wall clock, so their micro-batches run back to back while
@@ -150,7 +151,7 @@ def measure(bench: Bench, args: argparse.Namespace, pipeline: str, per_batch: in
     native: list[Run] = []
     for n in range(args.runs):
         largest = per_batch == max(args.batch_rows)
-        profile = args.profile if pipeline == "emit" and n == 0 and largest else 0
+        profile = args.profile if pipeline == args.pipelines[0] and n == 0 and largest else 0
         for side in ("sluice", "native") if n % 2 == 0 else ("native", "sluice"):
             if side == "sluice":
                 sluice.append(bench.sluice_run(pipeline, data, profile=profile))
@@ -253,7 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-records", type=int, default=15)
     parser.add_argument("--latency-gap", type=float, default=1.5, help="seconds between records")
     parser.add_argument(
-        "--profile", type=float, default=0, help="seconds of py-spy on the first emit run"
+        "--profile",
+        type=float,
+        default=0,
+        help="seconds of py-spy on the first pipeline's first run at the largest batch",
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one run may take")
     parser.add_argument("--keep", action="store_true", help="keep the work directory and logs")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 WhenMatched = Literal["replace", "keepExisting", "merge", "delete"]
 WhenNotMatched = Literal["insert", "discard"]
@@ -80,6 +80,19 @@ class DocumentCollections(Protocol):
 
     def ensure_unique_index(self, db: str, coll: str, fields: Sequence[str]) -> None:
         """Creates a unique ascending index on ``fields`` if none exists."""
+        ...
+
+
+@runtime_checkable
+class NewDocumentTexts(Protocol):
+    """A store that can take a batch of new documents as the JSON text it keeps (the embedded
+    store): what `$merge` on `_id` does with documents whose ids are not stored yet, without
+    decoding and encoding each one (`sinks.stored_text`)."""
+
+    def insert_new_texts(self, db: str, coll: str, rows: Sequence[tuple[str, str]]) -> bool:
+        """Insert `(ObjectId hex, text)` rows, each text a document without `_id` in the
+        store's own form, all in order when none of the ids is stored yet (True), else
+        nothing (False)."""
         ...
 
 

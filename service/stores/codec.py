@@ -130,6 +130,12 @@ def canonical_key(value: Any) -> str:
     return json.dumps(_walk(value, "", _canonical_leaf), separators=(",", ":"), ensure_ascii=False)
 
 
+def object_id_key(oid: str) -> str:
+    """`canonical_key` of the ObjectId whose hex is `oid`, without the walk (per document on
+    the sinks' bulk path). Raises `bson.errors.InvalidId` for text that is not 24 hex digits."""
+    return '{"$oid":"' + str(ObjectId(oid)) + '"}'
+
+
 def _walk(value: Any, path: str, leaf: Callable[[Any, str], Any]) -> Any:
     """Applies ``leaf`` to every non-container value; errors get ``path`` + the inner path."""
     try:

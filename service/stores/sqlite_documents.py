@@ -6,7 +6,9 @@ values (a missing field indexes as null, as in MongoDB; arrays are indexed as on
 per element: a documented gap). A ``merge`` on ``_id`` into a collection without other unique
 indexes is applied in bulk (`_bulk_merge`: one lookup and one ``executemany`` per kind of
 write, in one transaction); otherwise every document runs in its own savepoint, so a failing
-document leaves no trace while the rest of the batch is committed.
+document leaves no trace while the rest of the batch is committed. A batch of new documents
+whose text is already in the storage form is inserted as that text (`insert_new_texts`: what
+the bulk merge would write, without decoding and encoding each document).
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from .base import MergeResult, WhenMatched, WhenNotMatched
-from .codec import canonical_key, encode_normalized, from_storage_json, to_storage_json
+from .codec import (
+    canonical_key,
+    encode_normalized,
+    from_storage_json,
+    object_id_key,
+    to_storage_json,
+)
 from .errors import MissingUniqueIndex, StoreError
 from .merge_plan import (
     MISSING,
@@ -116,6 +124,44 @@ class SqliteDocumentStore:
             deleted=counts["deleted"],
             errors=sort_errors(errors),
         )
+
+    def insert_new_texts(self, db: str, coll: str, rows: Sequence[tuple[str, str]]) -> bool:
+        """Insert documents given as their JSON text, with no per-document decode or encode,
+        when every one of them is new: all in order and True, or nothing and False.
+
+        Each row is `(oid, text)`: the 24 hex digits of the ObjectId to give the document as
+        its `_id`, and its text, a JSON object without `_id` already in the storage form (see
+        the codec: relaxed Extended JSON whose only wrappers are `$date` strings in
+        1970-9999 to the millisecond; the sinks' `storable_as_is` says which texts are). It
+        is what a `merge` on `_id` of those documents would insert (`_id` first, the fields
+        as given) when no row has one of the ids, no two rows share one and the collection
+        has no other unique index; otherwise nothing is written and False returned, for the
+        caller to `merge` them (a replayed batch finds its ids stored).
+        """
+        check_namespace(db, coll)
+        keys = [object_id_key(oid) for oid, _ in rows]
+        if len(set(keys)) != len(keys):
+            return False
+        with self._db.write() as conn:
+            if self._indexes(conn, db, coll):
+                return False
+            for start in range(0, len(keys), _IN_CHUNK):
+                chunk = keys[start : start + _IN_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                sql = (
+                    "SELECT 1 FROM documents WHERE ns_db = ? AND ns_coll = ? "
+                    f"AND id_key IN ({marks}) LIMIT 1"
+                )
+                if conn.execute(sql, (db, coll, *chunk)).fetchone() is not None:
+                    return False
+            conn.executemany(
+                "INSERT INTO documents (ns_db, ns_coll, id_key, doc) VALUES (?, ?, ?, ?)",
+                [
+                    (db, coll, key, _with_oid(oid, text))
+                    for key, (oid, text) in zip(keys, rows, strict=True)
+                ],
+            )
+        return True
 
     def find(
         self,
@@ -294,6 +340,13 @@ class SqliteDocumentStore:
 
 #: SQLite's default limit on a statement's parameters is 32766; stay well below it.
 _IN_CHUNK = 500
+
+
+def _with_oid(oid: str, text: str) -> str:
+    """A document's storage text with `{"_id": ObjectId(oid)}` first (`text` has no `_id`)."""
+    head = '{"_id":{"$oid":"' + oid.lower() + '"}'
+    body = text[1:].lstrip()
+    return head + ("}" if body.startswith("}") else "," + body)
 
 
 def _bulk_merge(

@@ -12,7 +12,6 @@ a failure (its DLQ record says why): a bad name, nesting deeper than a BSON docu
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +22,11 @@ from pipeline_stages._connectors.sinks.plans import (
     TargetError,
     namespace_problem,
     resolve_name,
+)
+from pipeline_stages._connectors.sinks.stored_text import (
+    DIGITS_TO_ZERO,
+    LONG_DIGITS,
+    SURROGATE_ESCAPE,
 )
 from pipeline_stages._documents.ejson import from_relaxed_ejson
 from pipeline_stages._stream.batch import Output
@@ -89,14 +93,14 @@ def stored_document(doc_json: str, *, id_key: str | None = None) -> Any:
             f"of at most {BSON_MAX_DEPTH} (MongoDB's limit)"
         )
     doc = json.loads(doc_json)
-    if _SURROGATE_ESCAPE.search(doc_json) or not _is_utf8(doc_json):
+    if SURROGATE_ESCAPE.search(doc_json) or not _is_utf8(doc_json):
         where = _lone_surrogate(doc)
         if where is not None:
             raise ValueError(
                 f"the string at {where} holds a lone surrogate, which is not Unicode text "
                 "(a collection holds UTF-8 only)"
             )
-    if _LONG_DIGITS in doc_json.translate(_DIGITS):
+    if LONG_DIGITS in doc_json.translate(DIGITS_TO_ZERO):
         where = _huge_integer(doc)
         if where is not None:
             raise ValueError(
@@ -106,15 +110,6 @@ def stored_document(doc_json: str, *, id_key: str | None = None) -> Any:
     if id_key is not None and isinstance(doc, dict):
         doc = with_id(doc, id_key)
     return from_relaxed_ejson(doc, strict=True)
-
-
-#: A `\\uD800`-`\\uDFFF` escape: JSON text may hold half a surrogate pair, UTF-8 cannot.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-#: Digits to `0`: an integer beyond 64 bits has at least 19 digits in a row.
-_DIGITS = str.maketrans("123456789", "000000000")
-_LONG_DIGITS = "0" * 19
 
 
 def _huge_integer(value: Any) -> str | None:
