@@ -90,8 +90,8 @@ class NewDocumentTexts(Protocol):
     decoding and encoding each one (`sinks.stored_text`)."""
 
     def insert_new_texts(self, db: str, coll: str, rows: Sequence[tuple[str, str]]) -> bool:
-        """Insert `(ObjectId hex, text)` rows, each text a document without `_id` in the
-        store's own form, all in order when none of the ids is stored yet (True), else
+        """Insert `(_id, document)` rows, both JSON text in the store's own form (`_id` first
+        in the document), all in order when none of the ids is stored yet (True), else
         nothing (False)."""
         ...
 

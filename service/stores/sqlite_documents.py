@@ -126,20 +126,19 @@ class SqliteDocumentStore:
         )
 
     def insert_new_texts(self, db: str, coll: str, rows: Sequence[tuple[str, str]]) -> bool:
-        """Insert documents given as their JSON text, with no per-document decode or encode,
-        when every one of them is new: all in order and True, or nothing and False.
+        """Insert documents given as their storage text, with no per-document decode or
+        encode, when every one of them is new: all in order and True, or nothing and False.
 
-        Each row is `(oid, text)`: the 24 hex digits of the ObjectId to give the document as
-        its `_id`, and its text, a JSON object without `_id` already in the storage form (see
-        the codec: relaxed Extended JSON whose only wrappers are `$date` strings in
-        1970-9999 to the millisecond; the sinks' `storable_as_is` says which texts are). It
-        is what a `merge` on `_id` of those documents would insert (`_id` first, the fields
-        as given) when no row has one of the ids, no two rows share one and the collection
-        has no other unique index; otherwise nothing is written and False returned, for the
+        Each row is `(id, text)`: the JSON text of the document's `_id` and of the document,
+        `_id` first, already in the storage form (see the codec: relaxed Extended JSON whose
+        only wrappers are `$date` strings in 1970-9999 to the millisecond, and `$oid`s; the
+        sinks' `stored_row` makes them). That is what a `merge` on `_id` of those documents
+        inserts when no row has one of the ids, no two rows share one and the collection has
+        no other unique index; otherwise nothing is written and False returned, for the
         caller to `merge` them (a replayed batch finds its ids stored).
         """
         check_namespace(db, coll)
-        keys = [object_id_key(oid) for oid, _ in rows]
+        keys = [_id_key(id_text) for id_text, _ in rows]
         if len(set(keys)) != len(keys):
             return False
         with self._db.write() as conn:
@@ -156,10 +155,7 @@ class SqliteDocumentStore:
                     return False
             conn.executemany(
                 "INSERT INTO documents (ns_db, ns_coll, id_key, doc) VALUES (?, ?, ?, ?)",
-                [
-                    (db, coll, key, _with_oid(oid, text))
-                    for key, (oid, text) in zip(keys, rows, strict=True)
-                ],
+                [(db, coll, key, text) for key, (_, text) in zip(keys, rows, strict=True)],
             )
         return True
 
@@ -342,11 +338,12 @@ class SqliteDocumentStore:
 _IN_CHUNK = 500
 
 
-def _with_oid(oid: str, text: str) -> str:
-    """A document's storage text with `{"_id": ObjectId(oid)}` first (`text` has no `_id`)."""
-    head = '{"_id":{"$oid":"' + oid.lower() + '"}'
-    body = text[1:].lstrip()
-    return head + ("}" if body.startswith("}") else "," + body)
+def _id_key(id_text: str) -> str:
+    """The `id_key` of an `_id` given as storage JSON (`canonical_key` of its value); an
+    ObjectId's without decoding it."""
+    if id_text.startswith('{"$oid":"') and id_text.endswith('"}') and len(id_text) == 35:
+        return object_id_key(id_text[9:33])
+    return canonical_key(from_storage_json(id_text))
 
 
 def _bulk_merge(

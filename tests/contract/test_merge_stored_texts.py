@@ -1,4 +1,4 @@
-"""`$merge` into `local` writing new documents as their own text (`sinks.stored_text`).
+"""`$merge` and `$emit` into `local` writing new documents as their text (`sinks.stored_text`).
 
 The bulk path must leave exactly what the full path (parse, check, decode, encode) leaves:
 every test writes the same batches through both, each into its own real SQLite file, and
@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
+from pipeline_stages._connectors.sinks.collection_writer import CollectionEmitWriter
 from pipeline_stages._connectors.sinks.merge_writer import MergeWriter
-from pipeline_stages._connectors.sinks.plans import MergePlan, Name
-from pipeline_stages._connectors.sinks.stored_text import storable_as_is
+from pipeline_stages._connectors.sinks.plans import CollectionEmitPlan, MergePlan, Name
+from pipeline_stages._connectors.sinks.stored_text import stored_row
 from pipeline_stages._stream.batch import BatchResult, Output
 from service.stores.sqlite_db import SqliteDatabase
 from service.stores.sqlite_documents import SqliteDocumentStore
@@ -36,11 +37,21 @@ STORABLE = [
     '{"f":1.5E10,"g":-0.0,"h":5E-324,"i":-9223372036854775,"j":1e308}',
     '{"n":null,"b":true,"l":[1,[2,{"x":"y"}]],"o":{"p":{"q":[]}}}',
     '{"nan":"NaN","inf":"Infinity"}',
+    '{"_id":5,"a":1}',
+    '{"_id":-0}',
+    '{"_id":"k ✓","a":{"b":1}}',
 ]
 #: Texts the full path must judge (and what it makes of them is compared too).
 REFUSED = [
-    '{"_id":5,"a":1}',
     '{"a":{"_id":1}}',
+    '{"a":1,"_id":5}',
+    '{"_id":5,"a":{"_id":1}}',
+    '{"_id":1.5}',
+    '{"_id":null}',
+    '{"_id":[1]}',
+    '{"_id":{"a":1}}',
+    '{"_id":"x\\"y"}',
+    '{"_id":"$x"}',
     '{"o":{"$oid":"0123456789abcdef01234567"}}',
     '{"d":{"$date":"2024-01-01T00:00:00Z"}}',
     '{"d":{"$date":"2024-01-01T01:00:00.000+01:00"}}',
@@ -101,12 +112,26 @@ class CountedStore(SqliteDocumentStore):
 
 
 class Pair:
-    """One writer on each path, each with its own SQLite file, and a count of the batches
-    the bulk path took."""
+    """One writer on each path (a `$merge`, or with `emit` a collection `$emit`), each with
+    its own SQLite file, and a count of the batches the bulk path took."""
 
-    def __init__(self, root: Path, **plan: Any) -> None:
+    def __init__(self, root: Path, *, emit: bool = False, **plan: Any) -> None:
         self.bulk = CountedStore(SqliteDatabase(root / "bulk.db"))
         self.stores = [self.bulk, SqliteDocumentStore(SqliteDatabase(root / "full.db"))]
+        stores = (self.bulk, FullPathOnly(self.stores[1]))
+        if emit:
+            self.writers: list[Any] = [
+                CollectionEmitWriter(
+                    CollectionEmitPlan("local", "Local", Name("d"), Name("out")),
+                    open_store=lambda s=store: s,
+                    open_client=None,
+                    processor="p",
+                    embedded=True,
+                    clock=lambda: NOW,
+                )
+                for store in stores
+            ]
+            return
         fields = {"connection": "local", "connection_type": "Local", "db": Name("d")}
         fields.update({"coll": Name("out"), **plan})
         self.writers = [
@@ -117,7 +142,7 @@ class Pair:
                 embedded=True,
                 clock=lambda: NOW,
             )
-            for store in (self.stores[0], FullPathOnly(self.stores[1]))
+            for store in stores
         ]
 
     @property
@@ -133,25 +158,37 @@ class Pair:
         return [store.find("d", "out") for store in self.stores]
 
 
+def takes(text: str) -> bool:
+    return stored_row(text, key(1)) is not None
+
+
 def test_the_texts_the_bulk_path_takes():
-    assert all(storable_as_is(text) for text in STORABLE)
-    assert not any(storable_as_is(text) for text in REFUSED)
+    assert all(takes(text) for text in STORABLE)
+    assert not any(takes(text) for text in REFUSED)
+    assert stored_row('{"a":2}', "not hex") is None  # a key that is no ObjectId
+    assert stored_row('{"a":2}', key(1)) == (
+        '{"$oid":"' + key(1) + '"}',
+        '{"_id":{"$oid":"' + key(1) + '"},"a":2}',
+    )
 
 
+@pytest.mark.parametrize("emit", [False, True], ids=["merge", "emit"])
 @pytest.mark.parametrize("text", STORABLE + REFUSED)
-def test_one_document_is_stored_as_the_full_path_stores_it(tmp_path, text):
-    pair = Pair(tmp_path)
+def test_one_document_is_stored_as_the_full_path_stores_it(tmp_path, text, emit):
+    pair = Pair(tmp_path, emit=emit)
     dlq = pair.write(batch(1, [text]))
     bulk, full = pair.collections()
     assert bulk == full
-    assert pair.bulk_batches == (1 if storable_as_is(text) else 0)
-    if storable_as_is(text):
+    assert pair.bulk_batches == (1 if takes(text) else 0)
+    if takes(text):
         assert dlq == []
-        assert list(bulk[0].items())[0] == ("_id", ObjectId(key(1000)))
+        own = json.loads(text).get("_id", ObjectId(key(1000)))
+        assert list(bulk[0].items())[0] == ("_id", own)
 
 
-def test_a_batch_keeps_its_order_and_a_replay_changes_nothing(tmp_path):
-    pair = Pair(tmp_path)
+@pytest.mark.parametrize("emit", [False, True], ids=["merge", "emit"])
+def test_a_batch_keeps_its_order_and_a_replay_changes_nothing(tmp_path, emit):
+    pair = Pair(tmp_path, emit=emit)
     texts = [
         json.dumps(
             {"n": n, "t": {"$date": f"2024-01-01T00:00:{n % 60:02d}.000Z"}},
@@ -230,7 +267,14 @@ def test_other_merge_options_give_what_the_full_path_gives(tmp_path, plan):
 
 def test_the_store_inserts_nothing_of_rows_that_repeat_an_id(tmp_path):
     store = SqliteDocumentStore(SqliteDatabase(tmp_path / "s.db"))
-    assert not store.insert_new_texts("d", "out", [(key(1), '{"a":1}'), (key(1), '{"a":2}')])
+    oid = '{"$oid":"' + key(1) + '"}'
+    rows = [(oid, '{"_id":' + oid + ',"a":1}'), (oid, '{"_id":' + oid + ',"a":2}')]
+    assert not store.insert_new_texts("d", "out", rows)
+    assert not store.insert_new_texts("d", "out", [("1", '{"_id":1}'), ("1.0", '{"_id":1.0}')])
     assert store.find("d", "out") == []
-    assert store.insert_new_texts("d", "out", [(key(1), '{"a":1}'), (key(2), "{}")])
+    rows = [row for row in (stored_row('{"a":1}', key(1)), stored_row("{}", key(2))) if row]
+    assert store.insert_new_texts("d", "out", rows)
     assert store.find("d", "out") == [{"_id": ObjectId(key(1)), "a": 1}, {"_id": ObjectId(key(2))}]
+    # An id stored under another spelling (1 == 1.0 for MongoDB) is found.
+    store.merge("d", "own", [{"_id": 1.0}])
+    assert not store.insert_new_texts("d", "own", [("1", '{"_id":1,"a":1}')])

@@ -24,6 +24,7 @@ from typing import Any
 from pipeline_stages._connectors.ports import StoreError
 from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records
 from pipeline_stages._connectors.sinks.plans import CollectionEmitPlan
+from pipeline_stages._connectors.sinks.stored_text import insert_new_as_texts
 from pipeline_stages._connectors.sinks.targets_grouping import (
     Pending,
     match_errors,
@@ -71,6 +72,15 @@ class CollectionEmitWriter:
         if not batch.outputs:
             return []
         keys = effective_keys(batch.outputs)
+        if not self.time_series and insert_new_as_texts(
+            self._open_store,
+            batch.outputs,
+            keys,
+            db=self.plan.db,
+            coll=self.plan.coll,
+            embedded=self._embedded,
+        ):
+            return []
         failures = write_by_collection(
             batch.outputs,
             keys,

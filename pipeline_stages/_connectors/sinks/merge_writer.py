@@ -25,21 +25,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pipeline_stages._connectors.ports import NewDocumentTexts, StoreError
+from pipeline_stages._connectors.ports import StoreError
 from pipeline_stages._connectors.sinks.ids import effective_keys, failure_records
 from pipeline_stages._connectors.sinks.panes import is_retraction
-from pipeline_stages._connectors.sinks.plans import (
-    RESERVED_LOCAL_DB,
-    MergePlan,
-    namespace_problem,
-)
-from pipeline_stages._connectors.sinks.stored_text import OBJECT_ID_HEX, storable_as_is
+from pipeline_stages._connectors.sinks.plans import MergePlan
+from pipeline_stages._connectors.sinks.stored_text import insert_new_as_texts
 from pipeline_stages._connectors.sinks.targets_grouping import (
     Pending,
     match_errors,
     write_by_collection,
 )
-from pipeline_stages._stream.batch import BatchResult, Output
+from pipeline_stages._stream.batch import BatchResult
 
 #: `(index in batch.outputs, in-memory document)`.
 
@@ -81,7 +77,16 @@ class MergeWriter:
         if not outputs:
             return []
         keys = effective_keys(outputs)
-        if self._insert_as_texts(outputs, keys):
+        plan = self.plan
+        if (
+            plan.on == ("_id",)
+            and plan.when_not_matched == "insert"
+            and insert_new_as_texts(
+                self._target, outputs, keys, db=plan.db, coll=plan.coll, embedded=self._embedded
+            )
+        ):
+            # What a `$merge` on `_id` that inserts what it does not find writes for new
+            # documents, whatever `whenMatched` says.
             return []
         failures = write_by_collection(
             outputs,
@@ -100,27 +105,6 @@ class MergeWriter:
             processor=self._processor,
             now=self._clock(),
         )
-
-    def _insert_as_texts(self, outputs: list[Output], keys: list[str]) -> bool:
-        """Write the batch as the store's own text when every document is new and already in
-        that form (`stored_text`); True when it was written. A `$merge` on `_id` that inserts
-        what it does not find gives the same collection either way: `_id` first, the ObjectId
-        of the output's key, then the document's fields (`ids.with_id`). A replayed batch
-        finds its ids stored and is merged the usual way, as is any batch holding a document
-        the full path would check, decode or refuse."""
-        plan = self.plan
-        db, coll = plan.db.literal, plan.coll.literal
-        if plan.on != ("_id",) or plan.when_not_matched != "insert" or db is None or coll is None:
-            return False
-        if namespace_problem(db, coll) is not None or (self._embedded and db == RESERVED_LOCAL_DB):
-            return False
-        rows = []
-        for output, key in zip(outputs, keys, strict=True):
-            if not (OBJECT_ID_HEX.match(key) and storable_as_is(output.doc_json)):
-                return False
-            rows.append((key, output.doc_json))
-        store = self._target()
-        return isinstance(store, NewDocumentTexts) and store.insert_new_texts(db, coll, rows)
 
     def _target(self) -> Any:
         if self._store is None:
