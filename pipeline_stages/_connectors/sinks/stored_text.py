@@ -7,9 +7,9 @@ sink's time, `benchmarks/RESULTS.md`). For the common document that round trip c
 nothing a reader can see: no Extended JSON but dates, nothing those checks refuse, and an
 `_id` that is either the document's first field (an integer or a plain string) or none (the
 ObjectId of the output's key is put first). `stored_row` says which texts those are, from the
-text alone; a text it refuses takes the full path, which also gives the DLQ its reason. `insert_new_as_texts`
-writes a batch of them to a store that takes texts (the embedded one), for the writers whose
-effect on a new document is to insert it with the `_id` of its key (`$merge` on `_id` that
+text alone; a text it refuses takes the full path, which also gives the DLQ its reason.
+`insert_new_as_texts` writes a batch of them to a store that takes texts (the embedded one),
+for the writers whose effect on a new document is to insert it (`$merge` on `_id` that
 inserts, a collection `$emit`).
 """
 
@@ -56,9 +56,9 @@ def insert_new_as_texts(
 
     For the writers whose effect on a document the store does not hold is to insert it, `_id`
     first (its own, or the ObjectId of its output key: `ids.with_id`): the collection is the
-    same either way. A replayed batch finds its ids stored and takes the
-    full path, as does a batch holding any document the full path would check, decode or
-    refuse, or bound for a computed or refused namespace.
+    same either way. A replayed batch finds its ids stored and takes the full path, as does a
+    batch holding any document the full path would check, decode or refuse, or bound for a
+    computed or refused namespace.
     """
     target_db, target_coll = db.literal, coll.literal
     if target_db is None or target_coll is None:
