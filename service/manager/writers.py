@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from bson.errors import BSONError
 
+from pipeline_stages._connectors.ports import NewDocumentTexts
 from pipeline_stages._connectors.sinks.dispatch import (
     SinkWriter,
     apply_sink,
@@ -113,7 +114,8 @@ class SampleBuffer:
             for i, (kind, text) in enumerate(messages, start=first_index)
         ]
         try:
-            self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
+            if not self._insert_as_texts(docs):
+                self._documents.merge(SAMPLE_DB, self._coll, docs, when_matched="replace")
         except UnicodeEncodeError:
             # Text no store holds (a lone surrogate): kept with the character escaped.
             messages = [(kind, str(_utf8(text))) for kind, text in messages]
@@ -140,6 +142,22 @@ class SampleBuffer:
                 self._stale = []
         if stale:
             self._trim(stale)
+
+    def _insert_as_texts(self, docs: list[dict[str, Any]]) -> bool:
+        """Insert a batch's messages as the store's text when the store takes texts and none
+        of their ids is stored (a replay's are: it is merged), without the per-document
+        normalising and keying of a merge (~30 us a message, on the micro-batch's path)."""
+        if not isinstance(self._documents, NewDocumentTexts):
+            return False
+        rows = []
+        for doc in docs:
+            id_text = json.dumps(doc["_id"])
+            text = (
+                f'{{"_id":{id_text},"g":{doc["g"]},"b":{doc["b"]},"i":{doc["i"]},'
+                f'"k":{json.dumps(doc["k"])},"m":{json.dumps(doc["m"], ensure_ascii=False)}}}'
+            )
+            rows.append((id_text, text))
+        return self._documents.insert_new_texts(SAMPLE_DB, self._coll, rows)
 
     def _trim(self, stale: list[str]) -> None:
         """Delete messages that fell out of the last `capacity` (by id: no scan, no sort)."""

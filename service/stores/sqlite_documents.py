@@ -13,6 +13,7 @@ the bulk merge would write, without decoding and encoding each document).
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -336,6 +337,9 @@ class SqliteDocumentStore:
 
 #: SQLite's default limit on a statement's parameters is 32766; stay well below it.
 _IN_CHUNK = 500
+_INTEGER = re.compile(r"-?[0-9]+")
+#: A stored document `_bulk_merge` did not decode (`delete` and `keepExisting` need not).
+_NOT_READ: dict[str, Any] = {"_id": None}
 
 
 def _id_key(id_text: str) -> str:
@@ -343,6 +347,10 @@ def _id_key(id_text: str) -> str:
     ObjectId's without decoding it."""
     if id_text.startswith('{"$oid":"') and id_text.endswith('"}') and len(id_text) == 35:
         return object_id_key(id_text[9:33])
+    if id_text.startswith('"') and "\\" not in id_text:
+        return id_text  # a string without escapes: `canonical_key` writes it back as it is
+    if _INTEGER.fullmatch(id_text):
+        return str(int(id_text))
     return canonical_key(from_storage_json(id_text))
 
 
@@ -370,22 +378,31 @@ def _bulk_merge(
             stored[id_key] = (seq, text)
     #: key -> (stored seq or None, current document or None when absent).
     state: dict[str, tuple[int | None, dict[str, Any] | None]] = {}
+    #: Keys whose document this call changes (only those are written back).
+    changed: set[str] = set()
+    # `delete` and `keepExisting` only ask whether a document is stored, not what it holds.
+    decode = when_matched in ("merge", "replace")
     counts = {"inserted": 0, "updated": 0, "deleted": 0, "none": 0}
     for item, key in zip(items, keys, strict=True):
         if key not in state:
             found = stored.get(key)
-            state[key] = (None, None) if found is None else (found[0], from_storage_json(found[1]))
+            if found is None:
+                state[key] = (None, None)
+            else:
+                state[key] = (found[0], from_storage_json(found[1]) if decode else _NOT_READ)
         seq, existing = state[key]
         if existing is None:
             if when_not_matched == "discard":
                 counts["none"] += 1
                 continue
             state[key] = (seq, inserted_document(item, replace=when_matched == "replace"))
+            changed.add(key)
             counts["inserted"] += 1
         elif when_matched == "keepExisting":
             counts["none"] += 1
         elif when_matched == "delete":
             state[key] = (seq, None)
+            changed.add(key)
             counts["deleted"] += 1
         else:
             rest = {k: v for k, v in item.doc.items() if k != "_id"}
@@ -394,14 +411,16 @@ def _bulk_merge(
                 seq,
                 {**head, **rest} if when_matched == "replace" else {**existing, **rest},
             )
+            changed.add(key)
             counts["updated"] += 1
+    written = [(seq, doc) for key, (seq, doc) in state.items() if key in changed]
     conn.executemany(
         "UPDATE documents SET doc = ? WHERE seq = ?",
-        [(encode_normalized(doc), seq) for seq, doc in state.values() if seq is not None and doc],
+        [(encode_normalized(doc), seq) for seq, doc in written if seq is not None and doc],
     )
     conn.executemany(
         "DELETE FROM documents WHERE seq = ?",
-        [(seq,) for seq, doc in state.values() if seq is not None and doc is None],
+        [(seq,) for seq, doc in written if seq is not None and doc is None],
     )
     conn.executemany(
         "INSERT INTO documents (ns_db, ns_coll, id_key, doc) VALUES (?, ?, ?, ?)",

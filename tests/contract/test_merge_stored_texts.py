@@ -278,3 +278,20 @@ def test_the_store_inserts_nothing_of_rows_that_repeat_an_id(tmp_path):
     # An id stored under another spelling (1 == 1.0 for MongoDB) is found.
     store.merge("d", "own", [{"_id": 1.0}])
     assert not store.insert_new_texts("d", "own", [("1", '{"_id":1,"a":1}')])
+
+
+@pytest.mark.parametrize(
+    "own_id", ["5", "-0", "-12", '"k"', '"k \u2713"', '"1:2:3"', '"a b"', '"1"']
+)
+def test_a_document_inserted_as_text_is_found_by_its_id_again(tmp_path, own_id):
+    """The key a text insert stores for an `_id` is the one every later write looks up: a
+    replay, and a `merge` of the same `_id` spelled another way (`-0` is `0`)."""
+    pair = Pair(tmp_path)
+    text = '{"_id":' + own_id + ',"a":1}'
+    assert pair.write(batch(1, [text])) == []
+    assert pair.bulk_batches == 1
+    assert pair.write(batch(1, [text])) == []
+    assert pair.write(batch(2, [json.dumps({"_id": json.loads(own_id), "b": 2})])) == []
+    assert pair.bulk_batches == 1
+    bulk, full = pair.collections()
+    assert bulk == full == [{"_id": json.loads(own_id), "a": 1, "b": 2}]

@@ -101,6 +101,20 @@ def test_the_sample_buffer_keeps_the_most_recent_messages(stores: Stores) -> Non
         parse_cursor("1.2")
 
 
+def test_a_restarted_service_reads_back_the_sample_it_wrote(stores: Stores) -> None:
+    """What a new buffer loads from the store equals what the writing one serves: messages
+    inserted as text, a replay with fewer messages, text with escapes and a lone surrogate."""
+    buffer = SampleBuffer(stores.documents, "abc", capacity=5)
+    odd = ['{"s":"\\u00e9 \u2713 \\"q\\" \\\\"}', '{"s":"\ud800"}', '{"d":{"$date":1}}']
+    buffer.append(1, 0, [(KIND_OUT, text) for text in odd])
+    buffer.append(1, 1, [(KIND_OUT, '{"n":1}'), (KIND_DLQ, '{"n":2}'), (KIND_OUT, '{"n":3}')])
+    buffer.append(1, 1, [(KIND_OUT, '{"n":1}')], first_index=2)  # a replay keeps fewer
+    buffer.append(1, 2, [(KIND_OUT, '{"n":4}')])
+    written = buffer.recent(10)
+    assert written[0][2:] == [{"n": 1}, {"n": 4}]  # the first message fell out of 5
+    assert SampleBuffer(stores.documents, "abc", capacity=5).recent(10) == written
+
+
 def test_odd_documents_still_reach_the_dlq(stores: Stores) -> None:
     record = dlq_record(7)
     record["doc"] = {"when": {"$date": "not a date"}}
