@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,15 +145,8 @@ class SqliteDocumentStore:
         with self._db.write() as conn:
             if self._indexes(conn, db, coll):
                 return False
-            for start in range(0, len(keys), _IN_CHUNK):
-                chunk = keys[start : start + _IN_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                sql = (
-                    "SELECT 1 FROM documents WHERE ns_db = ? AND ns_coll = ? "
-                    f"AND id_key IN ({marks}) LIMIT 1"
-                )
-                if conn.execute(sql, (db, coll, *chunk)).fetchone() is not None:
-                    return False
+            if next(_stored_by_key(conn, (db, coll), keys, "1"), None) is not None:
+                return False
             conn.executemany(
                 "INSERT INTO documents (ns_db, ns_coll, id_key, doc) VALUES (?, ?, ?, ?)",
                 [(db, coll, key, text) for key, (_, text) in zip(keys, rows, strict=True)],
@@ -342,6 +335,21 @@ _INTEGER = re.compile(r"-?[0-9]+")
 _NOT_READ: dict[str, Any] = {"_id": None}
 
 
+def _stored_by_key(
+    conn: sqlite3.Connection, ns: tuple[str, str], keys: Sequence[str], columns: str
+) -> Iterator[tuple[Any, ...]]:
+    """`columns` of the documents of `ns` whose `id_key` is one of `keys`, queried `_IN_CHUNK`
+    keys at a time (lazily: a caller that stops early queries no further)."""
+    for start in range(0, len(keys), _IN_CHUNK):
+        chunk = keys[start : start + _IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        sql = (
+            f"SELECT {columns} FROM documents WHERE ns_db = ? AND ns_coll = ? "
+            f"AND id_key IN ({marks})"
+        )
+        yield from conn.execute(sql, (*ns, *chunk))
+
+
 def _id_key(id_text: str) -> str:
     """The `id_key` of an `_id` given as storage JSON (`canonical_key` of its value); an
     ObjectId's without decoding it."""
@@ -370,12 +378,8 @@ def _bulk_merge(
     keys = [canonical_key(item.doc["_id"]) for item in items]
     stored: dict[str, tuple[int, str]] = {}
     distinct = list(dict.fromkeys(keys))
-    for start in range(0, len(distinct), _IN_CHUNK):
-        chunk = distinct[start : start + _IN_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT id_key, seq, doc FROM documents WHERE ns_db = ? AND ns_coll = ? AND id_key IN ({marks})"
-        for id_key, seq, text in conn.execute(sql, (*ns, *chunk)):
-            stored[id_key] = (seq, text)
+    for id_key, seq, text in _stored_by_key(conn, ns, distinct, "id_key, seq, doc"):
+        stored[id_key] = (seq, text)
     #: key -> (stored seq or None, current document or None when absent).
     state: dict[str, tuple[int | None, dict[str, Any] | None]] = {}
     #: Keys whose document this call changes (only those are written back).

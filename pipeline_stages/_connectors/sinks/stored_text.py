@@ -107,7 +107,7 @@ def storable_as_is(text: str) -> bool:
     same text), with no integer of 19 digits or more, no escaped surrogate, and nesting
     within BSON's limit: what `stored_document` would accept and turn into the same document.
     """
-    if not text.startswith("{") or not _is_utf8(text):
+    if not text.startswith("{") or not is_utf8(text):
         return False
     if LONG_DIGITS in text.translate(DIGITS_TO_ZERO) or SURROGATE_ESCAPE.search(text):
         return False
@@ -119,7 +119,8 @@ def storable_as_is(text: str) -> bool:
     return not nests_deeper_than(text, BSON_MAX_DEPTH)
 
 
-def _is_utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
+    """Whether `text` can be written as UTF-8 (it holds no lone surrogate)."""
     if text.isascii():
         return True
     try:

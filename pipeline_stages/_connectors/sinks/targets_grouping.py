@@ -27,6 +27,7 @@ from pipeline_stages._connectors.sinks.stored_text import (
     DIGITS_TO_ZERO,
     LONG_DIGITS,
     SURROGATE_ESCAPE,
+    is_utf8,
 )
 from pipeline_stages._documents.ejson import from_relaxed_ejson
 from pipeline_stages._stream.batch import Output
@@ -93,7 +94,7 @@ def stored_document(doc_json: str, *, id_key: str | None = None) -> Any:
             f"of at most {BSON_MAX_DEPTH} (MongoDB's limit)"
         )
     doc = json.loads(doc_json)
-    if SURROGATE_ESCAPE.search(doc_json) or not _is_utf8(doc_json):
+    if SURROGATE_ESCAPE.search(doc_json) or not is_utf8(doc_json):
         where = _lone_surrogate(doc)
         if where is not None:
             raise ValueError(
@@ -127,26 +128,18 @@ def _huge_integer(value: Any) -> str | None:
     return None
 
 
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _lone_surrogate(value: Any) -> str | None:
     """The JSON pointer of the first key or string holding a lone surrogate, or None."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         path, item = stack.pop()
         if isinstance(item, str):
-            if not _is_utf8(item):
+            if not is_utf8(item):
                 return path or "/"
         elif isinstance(item, dict):
             for key, child in item.items():
                 child_path = f"{path}/{key}"
-                if not _is_utf8(key):
+                if not is_utf8(key):
                     return child_path.encode("utf-8", "backslashreplace").decode()
                 stack.append((child_path, child))
         elif isinstance(item, list):
