@@ -246,9 +246,7 @@ class FileStreamReader(DataSourceStreamReader):
         for run in partition.runs:
             path = os.path.join(self.relative, run.name) if self.relative else run.name
             prefix = f'{{"type": {json.dumps(SOURCE_TYPE)}, "path": {json.dumps(path)}, "line": '
-            batch = read_run(self.directory, run, meta_prefix=prefix, source_ts_ms=partition.ts)
-            if batch is not None:
-                yield batch
+            yield from read_run(self.directory, run, meta_prefix=prefix, source_ts_ms=partition.ts)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: files are never deleted by Sluice."""

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from pipeline_stages._connectors.sources import file_ranges
 from pipeline_stages._connectors.sources import kafka_offsets as K
 from pipeline_stages._connectors.sources.arrow_records import checked, raw_rows
 from pipeline_stages._connectors.sources.file_ranges import LineIndex, plan_tasks, split_lines
@@ -186,6 +188,27 @@ def test_a_file_batch_cut_over_tasks_reads_what_one_task_reads(tmp_path: Path) -
     # A replay (a new reader on the same offsets, as after a restart) reads the same rows.
     again = file_reader(tmp_path, 4)
     assert [r for task in again.partitions(start, end) for r in raw_rows(again.read(task))] == got
+
+
+def test_a_file_task_yields_its_lines_in_chunks_that_read_as_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Chunks let Spark consume one batch while the next is checked; they must not change a
+    # row: numbering, blank lines across a chunk's edge, the poison line's error.
+    write_lines(tmp_path / "001.jsonl", 130)
+    (tmp_path / "002.jsonl").write_text('{"last": 1}\n{"a": "\xff"', encoding="latin-1")
+    reader = file_reader(tmp_path, 1)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    (task,) = reader.partitions(start, end)
+    whole = list(reader.read(task))
+    monkeypatch.setattr(file_ranges, "READ_CHUNK_LINES", 8)
+    chunked = list(reader.read(task))
+    assert len(whole) == 2  # one batch per file
+    kept = sum(1 for n in range(130) if n % 7 != 3)  # `write_lines`' blank lines are skipped
+    assert len(chunked) == -(-kept // 8) + 1
+    assert max(batch.num_rows for batch in chunked) == 8
+    assert raw_rows(chunked) == raw_rows(whole)
 
 
 def _blank(seq: int) -> bool:
