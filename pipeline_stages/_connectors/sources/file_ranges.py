@@ -24,7 +24,7 @@ from pipeline_stages._connectors.sources.arrow_records import blank, checked, ra
 _NEWLINE = 10
 #: Lines per Arrow batch a task yields. Spark consumes a batch while the reader's Python
 #: checks the next one, so a run read in chunks overlaps the two; one batch per run kept the
-#: JVM waiting for the whole run (a one-bucket window reads its batch in one task): +7-16 %
+#: JVM waiting for the whole run (a one-bucket window reads its batch in one task): +9-16 %
 #: end to end at 120k rows a batch (benchmarks/RESULTS.md, seventeenth session).
 READ_CHUNK_LINES = 4_096
 
