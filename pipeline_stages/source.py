@@ -344,7 +344,7 @@ def _read_http_ingest(spec: SourceSpec, ctx: Any, connection: Any) -> Any:
     ephemeral run) the start is the spool's end now.
     """
     from pipeline_stages._connectors.sources import http_ingest
-    from pipeline_stages._connectors.sources.raw_source import task_slots
+    from pipeline_stages._connectors.sources.raw_source import read_tasks
 
     earliest = spec.config.auto_offset_reset in ("earliest", "beginning", "smallest")
     start = connection.config.get("startSeq")
@@ -362,7 +362,7 @@ def _read_http_ingest(spec: SourceSpec, ctx: Any, connection: Any) -> Any:
             "maxRecordsPerBatch",
             str(spec.config.max_offsets_per_trigger or http_ingest.DEFAULT_MAX_PER_BATCH),
         )
-        .option("parallelism", str(task_slots(ctx.spark)))
+        .option("parallelism", str(read_tasks(ctx)))
         .load()
     )
 

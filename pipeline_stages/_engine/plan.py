@@ -32,7 +32,7 @@ from pipeline_stages._stream.envelope import envelope_from_frame, frame_from_env
 from pipeline_stages._stream.frame import StreamFrame
 from pipeline_stages._stream.stage_counts import compile_counted
 from pipeline_stages._windowing.runtime.config import WindowSource
-from pipeline_stages._windowing.spark.compile import bucket_count
+from pipeline_stages._windowing.spark.compile import bucket_count, reads_in_one_task
 
 if TYPE_CHECKING:
     from pipeline_stages import ParsedPipeline
@@ -89,6 +89,7 @@ def compile_pipeline(parsed: ParsedPipeline, ctx: CompileContext) -> CompiledPip
     """Compile every stage in order; raises `PipelineInvalid` with all problems found."""
     source_stage = parsed.stages[0]
     _prepare_throttle(parsed, ctx)
+    _prepare_source_tasks(parsed, ctx)
     source_plan: SourcePlan = entry_of(source_stage.spec).module.compile(
         source_stage.spec, ctx, source_stage.path
     )
@@ -176,6 +177,14 @@ def _prepare_throttle(parsed: ParsedPipeline, ctx: CompileContext) -> None:
         if stage.key == "$throttle"
     ]
     ctx.throttle = encode_limits(limits) if limits else None
+
+
+def _prepare_source_tasks(parsed: ParsedPipeline, ctx: CompileContext) -> None:
+    """Read every micro-batch in one task when a window follows that runs in one anyway
+    (`reads_in_one_task`); otherwise the source cuts large batches over the task slots."""
+    windowed = any(stage.key in WINDOW_STAGE_KEYS for stage in parsed.stages[1:])
+    if windowed and reads_in_one_task(ctx):
+        ctx.source_tasks = 1
 
 
 def _after_window(

@@ -81,6 +81,10 @@ class CompileContext:
     source_kind: str | None = None
     #: Set once a window stage is compiled: the stages after it see its results.
     after_window: bool = False
+    #: How many tasks the File and HTTP-ingest sources may cut a micro-batch into (Kafka: how
+    #: many a partition's backlog), set by `plan.compile_pipeline` before `$source` compiles;
+    #: None: the session's task slots (`sources.raw_source.read_tasks`).
+    source_tasks: int | None = None
 
     def read_stream(self) -> Any:
         """`spark.readStream`, carrying the pipeline's `$throttle` to Sluice's source readers

@@ -1,6 +1,7 @@
 """Sources read in parallel, in Spark: a File or HTTP-ingest micro-batch is read by several
 tasks, a replayed batch reads the same records with the same `seq`, and a large Kafka backlog
-is cut over several tasks keeping each record's `part` and the offset order within a task.
+is cut over several tasks keeping each record's `part` and the offset order within a task;
+a source followed by a one-bucket window reads in one task.
 
 Stateless queries are driven with `processAllAvailable` (no window timeouts in these plans);
 which task read a row is `spark_partition_id()`, taken in the batch itself.
@@ -166,3 +167,63 @@ def test_a_large_kafka_backlog_is_cut_over_tasks_keeping_part_and_order(
     for task in tasks_of(rows):  # each task reads its range in offset order
         offsets = [row[2] for row in rows if row[0] == task]
         assert offsets == sorted(offsets)
+
+
+TUMBLING = {
+    "$tumblingWindow": {
+        "interval": {"size": 1, "unit": "second"},
+        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+    }
+}
+SESSION = {
+    "$sessionWindow": {
+        "partitionBy": "$k",
+        "gap": {"size": 1, "unit": "second"},
+        "pipeline": [{"$group": {"_id": "$k", "n": {"$sum": 1}}}],
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("stages", "engine", "buckets", "one_task"),
+    [
+        ([TUMBLING], None, None, True),
+        ([{"$match": {"k": 1}}, SESSION], None, None, True),
+        ([{"$match": {"k": 1}}], None, None, False),
+        ([TUMBLING], None, 2, False),
+        ([TUMBLING], "batch", None, False),
+    ],
+    ids=["tumbling", "session", "stateless", "two-buckets", "batch-engine"],
+)
+def test_a_source_reads_each_batch_in_one_task_when_a_one_task_window_follows(
+    spark: Any,
+    tmp_path: Path,
+    stages: list[Any],
+    engine: str | None,
+    buckets: int | None,
+    one_task: bool,
+) -> None:
+    """A one-bucket window coalesces its input to one task, so the source's reader is told
+    to cut nothing; anything else keeps the session's task slots (2 in the test session)."""
+    from pipeline_stages import parse_pipeline
+    from pipeline_stages._base import ProblemCollector
+    from pipeline_stages._connectors.sources.raw_source import read_tasks, task_slots
+    from pipeline_stages._engine.plan import compile_pipeline
+    from pipeline_stages._stream.context import CompileContext, ConnectionInfo
+
+    register_all(spark)
+    (tmp_path / "files" / "in").mkdir(parents=True)
+    ctx = CompileContext(
+        spark=spark,
+        processor_name="p",
+        problems=ProblemCollector(),
+        connections={
+            "files": ConnectionInfo("files", "File", {"directory": str(tmp_path / "files")})
+        },
+        window_engine=engine,
+        window_buckets=buckets,
+    )
+    pipeline = [{"$source": {"connectionName": "files", "path": "in"}}, *stages]
+    compile_pipeline(parse_pipeline(pipeline), ctx)
+    assert task_slots(spark) == 2
+    assert read_tasks(ctx) == (1 if one_task else 2)

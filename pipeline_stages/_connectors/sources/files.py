@@ -16,7 +16,7 @@ being written). Blank lines are skipped (they keep their sequence number).
 `_stream_meta.source` is `{type: "file", path: <file, relative to the root>, line: <1-based>}`.
 
 A micro-batch is read by up to `parallelism` tasks (the session's `defaultParallelism`, so
-every executor core), each reading its own byte range of the files and numbering its lines
+every executor core; 1 when a one-bucket window follows, which runs in one task anyway), each reading its own byte range of the files and numbering its lines
 from the sequence number before them (`file_ranges`); lines are read and checked in Arrow
 batches, so the rows are the same, in the same order by `seq`, as one task would give.
 """
@@ -36,7 +36,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pipeline_stages._base import ProblemCode, join_path
 from pipeline_stages._connectors.file_paths import PathEscapes, resolve_under
 from pipeline_stages._connectors.sources.file_ranges import LineIndex, Run, plan_tasks, read_run
-from pipeline_stages._connectors.sources.raw_source import RawRecordSource, task_slots
+from pipeline_stages._connectors.sources.raw_source import RawRecordSource, read_tasks
 
 FORMAT = "sluice_file"
 SOURCE_TYPE = "file"
@@ -285,7 +285,7 @@ def read_file_stream(spec: Any, ctx: Any, connection: Any, body: str) -> Any | N
         .option("directory", directory)
         .option("relative", "" if relative == "." else relative)
         .option("maxRecordsPerBatch", str(_batch_limit(spec)))
-        .option("parallelism", str(task_slots(ctx.spark)))
+        .option("parallelism", str(read_tasks(ctx)))
         .load()
     )
 

@@ -40,7 +40,7 @@ from pipeline_stages._connectors.sources.kafka import (
     FORMAT,
     KafkaStreamReader,
 )
-from pipeline_stages._connectors.sources.raw_source import RAW_SCHEMA, task_slots
+from pipeline_stages._connectors.sources.raw_source import RAW_SCHEMA, read_tasks
 from pipeline_stages._stream.context import SourcePlan
 from pipeline_stages._stream.frame import META, StreamFrame
 
@@ -88,7 +88,7 @@ def compile_kafka_source(
         "keyFormat": spec.config.key_format,
         "keyFormatError": spec.config.key_format_error,
         "groupId": _group_id(spec) or "",
-        "minPartitions": str(task_slots(ctx.spark)),
+        "minPartitions": str(read_tasks(ctx)),
     }
     raw = _native_stream(ctx.spark, options, topics) if native else _python_stream(ctx, options)
     frame = ingest_source(observe(raw), spec, operator=operator, problems=ctx.problems, body=body)

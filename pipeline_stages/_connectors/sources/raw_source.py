@@ -31,6 +31,12 @@ def task_slots(spark: Any) -> int:
         return 1
 
 
+def read_tasks(ctx: Any) -> int:
+    """How many tasks a source may cut a micro-batch into: the pipeline's
+    (`CompileContext.source_tasks`), else the session's task slots."""
+    return getattr(ctx, "source_tasks", None) or task_slots(ctx.spark)
+
+
 class StreamReaderClass(Protocol):
     """A stream reader class: built from the data source's options."""
 

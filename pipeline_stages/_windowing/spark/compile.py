@@ -155,6 +155,16 @@ def conf_bucket_count(spark: Any) -> int:
         return 1
 
 
+def reads_in_one_task(ctx: Any) -> bool:
+    """Whether a window compiled in `ctx` reads every micro-batch in one task whatever its
+    kind: the operator engine with one bucket coalesces its input to one partition
+    (`_operator`), so the source's tasks would run one after the other in that task anyway.
+    With P > 1 buckets only the windows that do not split their groups coalesce, which the
+    source, compiled first, cannot tell; it keeps its tasks there."""
+    engine = ctx.window_engine or ctx.spark.conf.get(ENGINE_CONF, "operator") or "operator"
+    return engine == "operator" and bucket_count(ctx) == 1
+
+
 def compile_window(
     spec: Any,
     frame: StreamFrame,
@@ -385,7 +395,10 @@ def _operator(
         # job 269 -> ~210 ms, `benchmarks/RESULTS.md`); what it costs is the source's read in
         # one task instead of several, within noise end to end (-2 % at 10k rows a batch,
         # -5 % at 120k, one run each). A checkpoint started on more state partitions keeps
-        # them, and Spark shuffles after the coalesce.
+        # them, and Spark shuffles after the coalesce. With one bucket the File, HTTP-ingest
+        # and Kafka sources read each batch in one task (`reads_in_one_task`): the tasks a
+        # source cuts a batch into would run one after the other in this task, each one more
+        # Python read to start (+6-16 % end to end at 10k rows a batch, `benchmarks/RESULTS.md`).
         compact = compact.coalesce(1)
     timeout = GroupStateTimeout.ProcessingTimeTimeout if timers else GroupStateTimeout.NoTimeout
     return compact.groupBy(C.BUCKET).applyInPandasWithState(
