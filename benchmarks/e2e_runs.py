@@ -114,6 +114,15 @@ class Bench:
         name = self.name(pipeline)
         out = f"out/{name}"
         source = str(data.directory.relative_to(self.files))
+        spooled = pipeline.startswith(S.INGEST_PREFIX)
+        accepted_per_s = None
+        if spooled:  # every row is in the connection's spool before the processor starts
+            self.service.call("POST", "/connections", json={"name": name, "type": "HttpIngest"})
+            # One thread: the spool holds the rows in the files' order, so lateness and the
+            # DLQ are the File run's.
+            accepted, seconds = self.post_all(name, data, concurrency=1)
+            assert accepted == data.rows, (accepted, data.rows)
+            accepted_per_s = round(accepted / seconds)
         body = S.sluice_pipeline(pipeline, source=source, name=name, per_batch=data.per_file)
         self.service.create(name, body, dlq=True)
         seen: dict[str, int] = {}
@@ -159,6 +168,8 @@ class Bench:
         executors = executors_ended - executors_before
         stats = self.service.stats(name)
         self.service.drop(name)
+        if spooled:
+            self.service.call("DELETE", f"/connections/{name}")
         for process, path in spy:
             if process is not None:
                 process.wait()
@@ -168,6 +179,8 @@ class Bench:
         }
         detail["first_batch_s"] = round(first[0] - started, 1)
         detail["steady_rows_per_s"] = steady(data.rows * (1 - first[1]), finished - first[0])
+        if accepted_per_s is not None:
+            detail["accepted_per_s"] = accepted_per_s
         # On a cluster: the driver (the service's tree) against the executors.
         share = driver_share(cpu, executors)
         if self.service_on_cluster and share is not None:
@@ -190,7 +203,7 @@ class Bench:
         result = self.ask_native(
             {
                 "op": "run",
-                "pipeline": pipeline,
+                "pipeline": pipeline.removeprefix(S.INGEST_PREFIX),
                 "input": str(data.directory),
                 "out": str(out),
                 "rows": data.rows,
@@ -236,30 +249,10 @@ class Bench:
         ]
         self.service.create(name, body, dlq=True)
         self.service.call("POST", f"/processors/{name}:start")
-        chunks = []
-        for path in sorted(data.directory.glob("*.jsonl")):
-            lines = path.read_bytes().splitlines(keepends=True)
-            for i in range(0, len(lines), self.args.ingest_batch):
-                chunks.append(b"".join(lines[i : i + self.args.ingest_batch]))
-        local = threading.local()
-        headers = {"Content-Type": "application/x-ndjson"}
-
-        def post(chunk: bytes) -> int:
-            if not hasattr(local, "client"):
-                local.client = httpx.Client(
-                    base_url=self.service.http.base_url,
-                    headers=self.service.http.headers,
-                    timeout=600,
-                )
-            response = local.client.post(f"/ingest/{name}", content=chunk, headers=headers)
-            response.raise_for_status()
-            return int(response.json()["accepted"])
-
         before = S.tree_cpu(self.service.proc.pid)
         started = time.monotonic()
-        with ThreadPoolExecutor(self.args.ingest_concurrency) as pool:
-            accepted = sum(pool.map(post, chunks))
-        ingested = time.monotonic()
+        accepted, seconds = self.post_all(name, data, concurrency=self.args.ingest_concurrency)
+        ingested = started + seconds
         seen: dict[str, int] = {}
         first: list[float] = []
 
@@ -284,6 +277,34 @@ class Bench:
             "steady_rows_per_s": steady(data.rows * (1 - first[1]), finished - first[0]),
         }
         return Run(data.rows / (finished - started), cpu, detail)
+
+    def post_all(self, name: str, data: S.Dataset, *, concurrency: int) -> tuple[int, float]:
+        """POST every row of `data` to the HttpIngest connection `name` (NDJSON bodies of
+        `--ingest-batch` rows from `concurrency` threads); the rows accepted and the seconds
+        it took."""
+        chunks = []
+        for path in sorted(data.directory.glob("*.jsonl")):
+            lines = path.read_bytes().splitlines(keepends=True)
+            for i in range(0, len(lines), self.args.ingest_batch):
+                chunks.append(b"".join(lines[i : i + self.args.ingest_batch]))
+        local = threading.local()
+        headers = {"Content-Type": "application/x-ndjson"}
+
+        def post(chunk: bytes) -> int:
+            if not hasattr(local, "client"):
+                local.client = httpx.Client(
+                    base_url=self.service.http.base_url,
+                    headers=self.service.http.headers,
+                    timeout=600,
+                )
+            response = local.client.post(f"/ingest/{name}", content=chunk, headers=headers)
+            response.raise_for_status()
+            return int(response.json()["accepted"])
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(concurrency) as pool:
+            accepted = sum(pool.map(post, chunks))
+        return accepted, time.monotonic() - started
 
     # ----------------------------------------------------------------- latency
 

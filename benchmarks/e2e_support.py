@@ -149,15 +149,24 @@ def window_stages(pipeline: str) -> list[dict[str, Any]]:
     return [window, {"$project": {"_id": 0, "key": "$_id", "start": start, **fields}}]
 
 
+#: A window pipeline read from an HttpIngest connection's spool instead of the files:
+#: `ingest-tumbling`, `ingest-hopping` (native reads the files, as for `tumbling`/`hopping`).
+INGEST_PREFIX = "ingest-"
+
+
 def sluice_pipeline(
     pipeline: str, *, source: str, name: str, per_batch: int
 ) -> list[dict[str, Any]]:
     """Processor `name`'s pipeline (see `e2e_throughput.py`): files under `out/<name>`, or
     the collection `bench.<name>` of `local`."""
     out = f"out/{name}"
-    config = {"maxOffsetsPerTrigger": per_batch}
+    config: dict[str, Any] = {"maxOffsetsPerTrigger": per_batch}
     head: dict[str, Any] = {"connectionName": "files", "path": source, "config": config}
     merge = {"$merge": {"into": {"connectionName": "local", "db": "bench", "coll": name}}}
+    if pipeline.startswith(INGEST_PREFIX):  # the HttpIngest connection `name`, from its start
+        config["auto_offset_reset"] = "earliest"
+        head = {"connectionName": name, "config": config}
+        pipeline = pipeline.removeprefix(INGEST_PREFIX)
     if pipeline == "emit":
         return [{"$source": head}, *STATELESS, {"$emit": {"connectionName": "files", "path": out}}]
     if pipeline == "merge":

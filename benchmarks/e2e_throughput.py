@@ -26,6 +26,10 @@ Pipelines (`--pipelines`, comma-separated):
   still open at the end stay open on both sides).
 * `hopping`: the same with `$hoppingWindow` 10 s every 5 s, `$push` and `$top`; native
   `collect_list` and `max_by`.
+* `ingest-tumbling`, `ingest-hopping`: the window pipelines above reading an `HttpIngest`
+  connection instead of the files: every row is POSTed first (as `ingest` does; the route's
+  rate is `accepted_per_s`), then the processor starts and is timed as `tumbling` is. Native
+  reads the files as for `tumbling`/`hopping`.
 * `ingest`: an `HttpIngest` connection -> `$match` -> `$emit` to files: the accepted
   documents per second of `POST /ingest/{connection}` (NDJSON bodies of `--ingest-batch`
   records from `--ingest-concurrency` threads; answered once fsynced) and rows per second
@@ -81,7 +85,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import e2e_support as S  # noqa: E402 - benchmarks/ is not a package
 from e2e_runs import Bench, Run  # noqa: E402
 
-THROUGHPUT = ("emit", "merge", "tumbling", "hopping")
+THROUGHPUT = ("emit", "merge", "tumbling", "hopping", "ingest-tumbling", "ingest-hopping")
 
 
 # --------------------------------------------------------------------------- running
