@@ -26,6 +26,9 @@ from pipeline_stages._connectors.sources.spool import (
 )
 
 _BLOCK = 4 * 1024 * 1024
+#: Records per list `read_payloads` yields: the source turns each into one Arrow batch, which
+#: Spark consumes while the task reads the next.
+READ_CHUNK_RECORDS = 10_000
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,8 @@ def read_payloads(
     directory = spool.root / connection
     if position is None or not _holds(directory, position, first):
         records = list(spool.read(connection, first, last))
-        for begin in range(0, len(records), 10_000):
-            yield records[begin : begin + 10_000]
+        for begin in range(0, len(records), READ_CHUNK_RECORDS):
+            yield records[begin : begin + READ_CHUNK_RECORDS]
         return
     expected = first
     segments = [s for s in _segments(directory) if position.segment <= s <= last]
@@ -121,7 +124,7 @@ def read_payloads(
                 )
             chunk.append(record)
             expected += 1
-            if len(chunk) == 10_000 or expected > last:
+            if len(chunk) == READ_CHUNK_RECORDS or expected > last:
                 yield chunk
                 chunk = []
             if expected > last:

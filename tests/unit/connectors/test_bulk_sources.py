@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from pipeline_stages._connectors.sources import file_ranges
+from pipeline_stages._connectors.sources import file_ranges, spool_read
 from pipeline_stages._connectors.sources import kafka_offsets as K
 from pipeline_stages._connectors.sources.arrow_records import checked, raw_rows
 from pipeline_stages._connectors.sources.file_ranges import LineIndex, plan_tasks, split_lines
@@ -24,7 +24,7 @@ from pipeline_stages._connectors.sources.files import FileStreamReader
 from pipeline_stages._connectors.sources.http_ingest import HttpIngestStreamReader, encode_record
 from pipeline_stages._connectors.sources.records import source_record
 from pipeline_stages._connectors.sources.spool import Spool
-from pipeline_stages._connectors.sources.spool_read import Position, read_payloads
+from pipeline_stages._connectors.sources.spool_read import Position, SpoolIndex, read_payloads
 
 #: Characters that make the checks and the decimal rewrite take every branch.
 JSONISH = st.text(alphabet=st.sampled_from(list('{}[]"\\:,.-+eE $0159 \t\r\nxé١\x00')), max_size=30)
@@ -245,6 +245,23 @@ def test_an_http_batch_cut_over_tasks_reads_what_one_task_reads(tmp_path: Path) 
     assert rows == expected
     assert [r[1] for r in rows] == list(range(1, 603))
     assert rows[-1][2:4] == ("short", 0)  # not written by encode_record: as decode_record reads it
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["positioned", "fallback"])
+def test_an_http_task_yields_its_records_in_chunks_across_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted: bool
+) -> None:
+    spool = Spool(tmp_path, segment_bytes=300)  # a few records a segment: chunks cross them
+    spool.append("c", [json.dumps({"i": i}).encode() for i in range(40)])
+    position = Position(3, 1, 0) if not trusted else None
+    if trusted:
+        (position,) = SpoolIndex(spool, "c").locate([3], 38)
+    whole = [r for chunk in read_payloads(spool, "c", 3, 38, position) for r in chunk]
+    monkeypatch.setattr(spool_read, "READ_CHUNK_RECORDS", 7)
+    chunks = list(read_payloads(spool, "c", 3, 38, position))
+    assert [len(chunk) for chunk in chunks] == [7, 7, 7, 7, 7, 1]
+    assert [r for chunk in chunks for r in chunk] == whole
+    assert [seq for seq, _ in whole] == list(range(3, 39))
 
 
 def test_a_position_that_does_not_hold_its_record_is_not_trusted(tmp_path: Path) -> None:
