@@ -16,10 +16,15 @@ from typing import Any
 
 import pytest
 
+from pipeline_stages import parse_pipeline
+from pipeline_stages._base import ProblemCollector
 from pipeline_stages._connectors.sources import files, http_ingest, kafka
 from pipeline_stages._connectors.sources.http_ingest import encode_record
+from pipeline_stages._connectors.sources.raw_source import read_tasks, task_slots
 from pipeline_stages._connectors.sources.register import register_all
 from pipeline_stages._connectors.sources.spool import Spool
+from pipeline_stages._engine.plan import compile_pipeline
+from pipeline_stages._stream.context import CompileContext, ConnectionInfo
 from tests.integration.kafka_runs import drop_last_commit
 
 pytestmark = pytest.mark.spark
@@ -205,12 +210,6 @@ def test_a_source_reads_each_batch_in_one_task_when_a_one_task_window_follows(
 ) -> None:
     """A one-bucket window coalesces its input to one task, so the source's reader is told
     to cut nothing; anything else keeps the session's task slots (2 in the test session)."""
-    from pipeline_stages import parse_pipeline
-    from pipeline_stages._base import ProblemCollector
-    from pipeline_stages._connectors.sources.raw_source import read_tasks, task_slots
-    from pipeline_stages._engine.plan import compile_pipeline
-    from pipeline_stages._stream.context import CompileContext, ConnectionInfo
-
     register_all(spark)
     (tmp_path / "files" / "in").mkdir(parents=True)
     ctx = CompileContext(

@@ -16,9 +16,10 @@ being written). Blank lines are skipped (they keep their sequence number).
 `_stream_meta.source` is `{type: "file", path: <file, relative to the root>, line: <1-based>}`.
 
 A micro-batch is read by up to `parallelism` tasks (the session's `defaultParallelism`, so
-every executor core; 1 when a one-bucket window follows, which runs in one task anyway), each reading its own byte range of the files and numbering its lines
-from the sequence number before them (`file_ranges`); lines are read and checked in Arrow
-batches, so the rows are the same, in the same order by `seq`, as one task would give.
+every executor core; 1 when a one-bucket window follows, which runs in one task anyway),
+each reading its own byte range of the files and numbering its lines from the sequence
+number before them (`file_ranges`); lines are read and checked in Arrow batches, so the rows
+are the same, in the same order by `seq`, as one task would give.
 """
 
 from __future__ import annotations

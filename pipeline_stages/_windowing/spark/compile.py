@@ -398,7 +398,8 @@ def _operator(
         # them, and Spark shuffles after the coalesce. With one bucket the File, HTTP-ingest
         # and Kafka sources read each batch in one task (`reads_in_one_task`): the tasks a
         # source cuts a batch into would run one after the other in this task, each one more
-        # Python read to start (+6-16 % end to end at 10k rows a batch, `benchmarks/RESULTS.md`).
+        # Python read to start (tumbling +5-19 % end to end at 10k rows a batch, the other
+        # cases within noise: `benchmarks/RESULTS.md`, eighteenth session).
         compact = compact.coalesce(1)
     timeout = GroupStateTimeout.ProcessingTimeTimeout if timers else GroupStateTimeout.NoTimeout
     return compact.groupBy(C.BUCKET).applyInPandasWithState(
