@@ -27,9 +27,10 @@ Pipelines (`--pipelines`, comma-separated):
 * `hopping`: the same with `$hoppingWindow` 10 s every 5 s, `$push` and `$top`; native
   `collect_list` and `max_by`.
 * `ingest-tumbling`, `ingest-hopping`: the window pipelines above reading an `HttpIngest`
-  connection instead of the files: every row is POSTed first (as `ingest` does; the route's
-  rate is `accepted_per_s`), then the processor starts and is timed as `tumbling` is. Native
-  reads the files as for `tumbling`/`hopping`.
+  connection instead of the files: every row is POSTed first, from one thread so that the
+  spool holds the files' order and the DLQ is the File run's (the route's rate is
+  `accepted_per_s`), then the processor starts and is timed as `tumbling` is. Native reads
+  the files as for `tumbling`/`hopping`.
 * `ingest`: an `HttpIngest` connection -> `$match` -> `$emit` to files: the accepted
   documents per second of `POST /ingest/{connection}` (NDJSON bodies of `--ingest-batch`
   records from `--ingest-concurrency` threads; answered once fsynced) and rows per second
