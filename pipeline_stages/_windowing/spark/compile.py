@@ -155,14 +155,19 @@ def conf_bucket_count(spark: Any) -> int:
         return 1
 
 
+def engine_name(ctx: Any) -> str:
+    """The window engine of the checkpoint being run (`CompileContext.window_engine`), else
+    the one the Spark conf `spark.sluice.window.engine` asks for (unchecked: `_engine`)."""
+    return ctx.window_engine or ctx.spark.conf.get(ENGINE_CONF, "operator") or "operator"
+
+
 def reads_in_one_task(ctx: Any) -> bool:
     """Whether a window compiled in `ctx` reads every micro-batch in one task whatever its
     kind: the operator engine with one bucket coalesces its input to one partition
     (`_operator`), so the source's tasks would run one after the other in that task anyway.
     With P > 1 buckets only the windows that do not split their groups coalesce, which the
     source, compiled first, cannot tell; it keeps its tasks there."""
-    engine = ctx.window_engine or ctx.spark.conf.get(ENGINE_CONF, "operator") or "operator"
-    return engine == "operator" and bucket_count(ctx) == 1
+    return engine_name(ctx) == "operator" and bucket_count(ctx) == 1
 
 
 def compile_window(
@@ -431,9 +436,8 @@ def _shipped(frame: StreamFrame, spec: C.OperatorSpec) -> tuple[Any, list[str]]:
 
 
 def _engine(ctx: Any, path: str, key: str) -> str:
-    """The window engine of the checkpoint being run (`CompileContext.window_engine`), else
-    the one the Spark conf `spark.sluice.window.engine` asks for."""
-    engine = ctx.window_engine or ctx.spark.conf.get(ENGINE_CONF, "operator") or "operator"
+    """`engine_name`, with a problem recorded when it names no engine."""
+    engine = engine_name(ctx)
     if engine not in ENGINES:
         ctx.problems.error(
             join_path(path, key),
