@@ -5,13 +5,14 @@ as Arrow, so that a source's `read` yields `pyarrow.RecordBatch`es instead of Py
 work done by Arrow's kernels for the common record: the UTF-8 check is one cast of the whole
 array, the cheap tests that let `source_record` skip its parse (no `"$`, ends with `}`, no
 number that may be beyond a double) are regex matches over the array, and `prefer_double`'s
-rewrite of fractional literals is one regex replacement (see `_rewrite_decimals`). A record
-that any test flags, and every record of an array that is not all UTF-8, goes through
-`source_record` itself: those are the records that may be poison, rare in a healthy stream.
+rewrite of fractional literals is a regex replacement at the numbers (see `_rewrite_decimals`).
+A record that any test flags, and every record of an array that is not all UTF-8, goes
+through `source_record` itself: those are the records that may be poison, rare in a healthy
+stream.
 
 One wrapper is common in a healthy stream: the event time as `{"$date": "<ISO-8601>"}`. A
 record whose only `"$` is one such wrapper does not take the exact path for it: its date
-string is pulled out with a regex and checked by the rule `source_record` applies to it
+string is cut out (`_wrapped_dates`) and checked by the rule `source_record` applies to it
 (`ejson.date_problem`; for the common shape `_COMMON_DATE`, the same rule in bulk), and only
 a record whose date fails takes the exact path (measured:
 the exact path's parse and walk of every record was half of the File source's Python time
@@ -73,6 +74,30 @@ _STRING_OR_DECIMAL: Final = r'("(?:[^"\\]|\\.)*")|(-?[0-9]+\.[0-9]+)([^0-9eE.]|$
 _MARK: Final = "\x00"
 #: What every rewritten literal contains: records without it are left as they are.
 _FRACTION: Final = r"[0-9]\.[0-9]"
+#: What ends a number in valid JSON (besides the end of the text): the followers that
+#: `_DECIMAL_AT_VALUE_END` accepts. `_STRING_OR_DECIMAL` accepts any but `[0-9eE.]`.
+_VALUE_END: Final = r"[,}\] \t\r\n]"
+#: `_STRING_OR_DECIMAL`'s number alone, for the records `_NOT_BY_NUMBERS_ALONE` leaves: it
+#: matches only at numbers, where the other matches every string too, and each match's
+#: submatches cost (~2 us a record of six fields, measured). It inserts the same `e0`.
+_DECIMAL_AT_VALUE_END: Final = r"([0-9]\.[0-9]+)(" + _VALUE_END + r"|$)"
+#: Records where `_DECIMAL_AT_VALUE_END` may differ from `_STRING_OR_DECIMAL`, scanning their
+#: strings as that does (`\\.` takes an escape and what it escapes), in one anchored regex
+#: without captures (RE2 answers it in one pass of its DFA):
+#: - a fraction followed by a value end inside a string (a lone backslash may precede its
+#:   first digit: the raw text is what the short pattern reads);
+#: - a string left open (at the end, or at a backslash before a newline, which RE2's `.`
+#:   does not match): `_STRING_OR_DECIMAL` reads what follows it as outside any string;
+#: - outside strings, a fraction followed by anything else that is no `[0-9eE.]`.
+#: A date's `20.000Z` in a string is none of these, so timestamped records take the short way.
+_NOT_BY_NUMBERS_ALONE: Final = (
+    r'^(?:[^"]|"(?:[^"\\]|\\.)*")*(?:'
+    r'"(?:[^"\\]|\\.)*\\?[0-9]\.[0-9]+(?:' + _VALUE_END + r"|$)"
+    r'|"(?:[^"\\]|\\.)*(?:\\\n|\\?$)'
+    r"|[0-9]\.[0-9]+[^0-9eE.,}\] \t\r\n])"
+)
+#: The compact form of `_DATE_WRAPPER`: its date string is the text up to the next quote.
+_COMPACT_DATE: Final = '{"$date":"'
 _DAYS_IN_MONTH: Final = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
 #: `bytes.strip()`'s whitespace: a line of only these is blank.
 _BLANK: Final = rb"^[ \t\n\r\x0b\x0c]*$"
@@ -120,9 +145,7 @@ def _wrappers_to_parse(text: pa.Array) -> pa.Array:
     candidates = np.flatnonzero(one_date.to_numpy(zero_copy_only=False))
     if not len(candidates):
         return has_dollar
-    dates = pc.struct_field(
-        pc.extract_regex(pc.take(text, pa.array(candidates)), _DATE_WRAPPER), "date"
-    )
+    dates = _wrapped_dates(pc.take(text, pa.array(candidates)))
     common = pc.match_substring_regex(dates, _COMMON_DATE).to_numpy(zero_copy_only=False)
     valid = np.zeros(len(text), dtype=bool)
     valid[candidates[common]] = _common_dates(pc.filter(dates, pa.array(common)))
@@ -137,6 +160,31 @@ def _wrappers_to_parse(text: pa.Array) -> pa.Array:
             ok = verdicts[date] = date_problem(date) is None
         valid[index] = ok
     return pc.and_(has_dollar, pc.invert(pa.array(valid)))
+
+
+def _wrapped_dates(text: pa.Array) -> pa.Array:
+    """The date string of each record's one `_DATE_WRAPPER` (the records have one `"$`).
+
+    A compact wrapper's date is cut out with two literal splits: the regex's captures cost
+    ~0.5 us a record (measured), most of the one-date check. The one `"$` is the wrapper's,
+    so the text after `_COMPACT_DATE` is its date up to the next quote.
+    """
+    compact = pc.fill_null(pc.match_substring(text, _COMPACT_DATE), False)
+    if pc.all(compact).as_py():
+        return _date_after_compact_wrapper(text)
+    dates = pc.replace_with_mask(
+        pa.nulls(len(text), pa.string()),
+        compact,
+        _date_after_compact_wrapper(pc.filter(text, compact)),
+    )
+    spaced = pc.invert(compact)
+    found = pc.struct_field(pc.extract_regex(pc.filter(text, spaced), _DATE_WRAPPER), "date")
+    return pc.replace_with_mask(dates, spaced, found)
+
+
+def _date_after_compact_wrapper(text: pa.Array) -> pa.Array:
+    after = pc.list_element(pc.split_pattern(text, _COMPACT_DATE, max_splits=1), 1)
+    return pc.list_element(pc.split_pattern(after, '"', max_splits=1), 0)
 
 
 def _common_dates(dates: pa.Array) -> np.ndarray:
@@ -159,9 +207,18 @@ def _rewrite_decimals(text: pa.Array) -> pa.Array:
     if count == 0:
         return text
     subset = text if count == len(text) else pc.filter(text, has)
-    marked = pc.replace_substring_regex(subset, _STRING_OR_DECIMAL, r"\1\2" + _MARK + r"\3")
-    rewritten = pc.replace_substring(pc.replace_substring(marked, '"' + _MARK, '"'), _MARK, "e0")
+    rewritten = pc.replace_substring_regex(subset, _DECIMAL_AT_VALUE_END, r"\1e0\2")
+    around = pc.fill_null(pc.match_substring_regex(subset, _NOT_BY_NUMBERS_ALONE), False)
+    if pc.any(around).as_py():
+        skipped = _rewrite_around_strings(pc.filter(subset, around))
+        rewritten = pc.replace_with_mask(rewritten, around, skipped)
     return rewritten if count == len(text) else pc.replace_with_mask(text, has, rewritten)
+
+
+def _rewrite_around_strings(text: pa.Array) -> pa.Array:
+    """`json_text.prefer_double` of records that may hold a fraction in a string."""
+    marked = pc.replace_substring_regex(text, _STRING_OR_DECIMAL, r"\1\2" + _MARK + r"\3")
+    return pc.replace_substring(pc.replace_substring(marked, '"' + _MARK, '"'), _MARK, "e0")
 
 
 def _exact(payloads: list[Any]) -> tuple[pa.Array, pa.Array]:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from pipeline_stages._connectors.sources import file_ranges, spool_read
+from pipeline_stages._connectors.sources import arrow_records, file_ranges, spool_read
 from pipeline_stages._connectors.sources import kafka_offsets as K
 from pipeline_stages._connectors.sources.arrow_records import checked, raw_rows
 from pipeline_stages._connectors.sources.file_ranges import LineIndex, plan_tasks, split_lines
@@ -39,6 +39,30 @@ def verdicts(payloads: list[bytes | None]) -> list[tuple[str | None, str | None]
 @given(st.lists(JSONISH.map(lambda t: ("{" + t + "}").encode()) | st.binary(max_size=20)))
 def test_the_arrow_checks_give_source_records_verdict(payloads: list[bytes]) -> None:
     assert verdicts(list(payloads)) == [source_record(p) for p in payloads]
+
+
+#: Texts built from what decides where a fraction is rewritten: digits, dots, exponents,
+#: quotes, escapes (a backslash before a newline too), value ends and other followers.
+REWRITE_TEXT = st.text(alphabet=st.sampled_from(list('"\\01.5eE,}] \n\t:xZ{[-')), max_size=40)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(REWRITE_TEXT, min_size=1, max_size=6))
+def test_the_numbers_only_rewrite_equals_the_rewrite_that_skips_strings(texts: list[str]) -> None:
+    # Every text, valid JSON or not: the short way must insert `e0` where the full regex does.
+    text = pa.array(texts, pa.string())
+    assert arrow_records._rewrite_decimals(text).to_pylist() == (
+        arrow_records._rewrite_around_strings(text).to_pylist()
+    )
+
+
+def test_timestamped_records_take_the_numbers_only_rewrite() -> None:
+    # A date's fraction of a second sits in a string; only value ends make a record risky.
+    around = arrow_records._NOT_BY_NUMBERS_ALONE
+    safe = '{"ts":{"$date":"2024-01-01T00:00:20.000Z"},"v":94.79,"s":"v1.2.3","p":"0.5"}'
+    risky = ['{"s":"1.5, 2"}', '{"s":"x 1.5}', '{"v":1.5x}', '{"s":"\\\n 1.5x"}']
+    found = pa.compute.match_substring_regex(pa.array([safe, *risky]), around).to_pylist()
+    assert found == [False, True, True, True, True]
 
 
 #: `$date` strings: ISO-8601-shaped ones the date regex takes, valid or not, and others.
