@@ -4,8 +4,9 @@ process (`service_harness`): every record is delivered or lands in the DLQ with 
 exactly once, and every processor keeps running.
 
 A fixed catalogue covers dates out of range in every form, garbage `$numberDecimal`, huge and
-tiny numbers, NaN/Infinity, nesting at and past every limit (100 levels for a collection and a
-DLQ record, 1000 for Spark's parser), lone surrogates, invalid UTF-8 and a 16 MB document;
+tiny numbers, NaN/Infinity, text after the object (Spark's parser would keep the object and
+drop the rest), nesting at and past every limit (100 levels for a collection and a DLQ
+record, 1000 for Spark's parser), lone surrogates, invalid UTF-8 and a 16 MB document;
 hypothesis adds a few bounded batches of random documents and bytes. For each HttpIngest
 record, the DLQ holds it at the source exactly when `record_problem` says so, which is also
 what the ingest response counted as `invalid`.
@@ -84,7 +85,8 @@ def catalogue() -> list[bytes]:
               b'{"n": -1E+0400}', b'{"n": 1e-400}', b'{"n": 1' + b"0" * 400 + b"}",
               b'{"a": 1, "a": 2}', b'{"a": 1} x', b'{"a": "\x01"}', b"[]", b'"x"', b"null",
               b"3", b'{"$date": "2024-01-01T00:00:00Z"}', b'{"k": "\xff"}', b'{"k": "\xc3"}',
-              b"\xed\xa0\x80", b"\xef\xbb\xbf{}"]  # fmt: skip
+              b"\xed\xa0\x80", b"\xef\xbb\xbf{}", b'{"a": 1}{"a": 2}', b'{"a": 1}}',
+              b'{"a": 1}, {"a": 2}', b'{"a": 1.5} {"$date": "x"}']  # fmt: skip
     lines += [deep_text(d).encode() for d in (99, 100, 101, 999, 1000, 1001, 3000)]
     lines += [b'{"ok": ' + str(i).encode() + b"}" for i in range(3)]
     return lines

@@ -3,7 +3,7 @@ as Arrow, so that a source's `read` yields `pyarrow.RecordBatch`es instead of Py
 
 `checked(payloads)` gives the same `(raw, error)` per record as `source_record`, with the
 work done by Arrow's kernels for the common record: the UTF-8 check is one cast of the whole
-array, the cheap tests that let `source_record` skip its parse (no `"$`, ends with `}`, no
+array, the cheap tests that let `source_record` skip its parse (no `"$`, one object's shape, no
 number that may be beyond a double) are regex matches over the array, and `prefer_double`'s
 rewrite of fractional literals is a regex replacement at the numbers (see `_rewrite_decimals`).
 A record that any test flags, and every record of an array that is not all UTF-8, goes
@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline_stages._connectors.sources.records import source_record
+from pipeline_stages._connectors.sources.records import ONE_OBJECT, source_record
 from pipeline_stages._documents.ejson import date_problem
 
 #: `raw_source.RAW_SCHEMA` as Arrow (what the sources' `read` yields).
@@ -44,8 +44,8 @@ RAW_ARROW: Final = pa.schema(
 )
 
 #: Records `source_record` would parse, or whose rewrite the regex below cannot do exactly:
-#: a `"$` (a possible wrapper); a last character other than `}` (`source_record` strips any
-#: whitespace, this only ASCII's: the others take the exact path); the marks of a number
+#: a `"$` (a possible wrapper); a record of another shape than one object (`_ONE_OBJECT`,
+#: tested apart); the marks of a number
 #: beyond a double (`records._NUMBER_MARKS`); a non-ASCII decimal digit (Python's `\d`
 #: matches them, `[0-9]` here does not); a NUL (the marker); a fractional literal followed
 #: by a quote (the replacement consumes the character after a number).
@@ -66,7 +66,8 @@ _COMMON_DATE: Final = (
     r"^[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
     r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?Z$"
 )
-_ENDS_AS_OBJECT: Final = r"\}[ \t\r\n]*$"
+#: `records.ONE_OBJECT`, anchored: a record of another shape takes the exact path.
+_ONE_OBJECT: Final = "^" + ONE_OBJECT + "$"
 #: `json_text._STRING_OR_DECIMAL` without its look-ahead: the character after the number is
 #: matched (and put back) instead. Strings are marked with NUL so that the decimals' marks
 #: can be told apart afterwards: a string's mark follows its closing quote, a number's a digit.
@@ -118,7 +119,7 @@ def checked(payloads: pa.Array) -> tuple[pa.Array, pa.Array]:
         pc.or_(
             pc.or_(
                 pc.match_substring_regex(text, _EXACT_PATH),
-                pc.invert(pc.match_substring_regex(text, _ENDS_AS_OBJECT)),
+                pc.invert(pc.match_substring_regex(text, _ONE_OBJECT)),
             ),
             _wrappers_to_parse(text),
         ),

@@ -146,6 +146,9 @@ def test_the_arrow_checks_on_known_cases() -> None:
         b'{"$date": "garbage"}',
         b'{"a": 1e400}',
         b'{"a": 1} x',
+        b'{"a": 1}{"a": 2}',  # text after the object, ending in `}`: the exact path
+        b'{"a": 1},{"a": 2.5}',
+        b'{"s": "}{"}',  # brackets in a string: one object
         b'{"a": "\xff"}',  # not UTF-8: the whole array takes the exact path
         None,
         b"",

@@ -126,6 +126,33 @@ def test_what_spark_would_misread_is_flagged() -> None:
         assert source_record(fine)[1] is None and record_problem(fine) is None
 
 
+# Spark's parser reads a text's first JSON value and ignores what follows it: each of these
+# would reach the pipeline as `{"a": 1}`, the rest lost, unless the source flags it.
+TEXT_AFTER_THE_OBJECT = [b'{"a": 1}{"a": 2}', b'{"a": 1} {"a": 2}', b'{"a": 1}}', b'{"a": 1},{"a": 2}',
+                         b'{"a": 1}]', b'{"a": {"b": 1}}}', '{"a": 1}\u00a0'.encode(), b'{"a": 1}x}',
+                         b'{"a": 1} {"$date": "x"}', b'{"a": 1.5}{"a": 2}', b'{"a": 1}\n{"a": 2}']  # fmt: skip
+
+
+@pytest.mark.parametrize("raw", TEXT_AFTER_THE_OBJECT)
+def test_text_after_the_object_sends_the_record_to_the_dlq(raw: bytes) -> None:
+    assert source_record(raw)[1] == "input is not a valid JSON object"
+    assert record_problem(raw) == "input is not a valid JSON object"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"s": "}{"}',
+        b'{"s": "\\"}{"}',
+        b'{"a": [1, {"b": [2, {}]}]}',
+        b' \t{"a": 1} \r\n',
+        b'{"a":' + b"[" * 40 + b"]" * 40 + b"}",
+    ],  # fmt: skip
+)
+def test_one_object_with_brackets_in_strings_or_deep_is_no_problem(raw: bytes) -> None:
+    assert source_record(raw)[1] is None and record_problem(raw) is None
+
+
 def test_the_verdict_includes_what_sparks_parser_refuses() -> None:
     deep_ok = b'{"a":' + b"[" * 999 + b"]" * 999 + b"}"
     deep_bad = b'{"a":' + b"[" * 1000 + b"]" * 1000 + b"}"
