@@ -113,8 +113,11 @@ def source_record(data: bytes | str | None) -> tuple[str | None, str | None]:
 def _content_problem(text: str, data: bytes) -> str | None:
     """What Spark would read wrongly in `text` (`data` encoded; see the module docstring);
     None if nothing."""
-    one_object = _ONE_OBJECT.fullmatch(text) is not None
-    if '"$' not in text and one_object and not _maybe_large_number(data):
+    if (
+        '"$' not in text
+        and not _maybe_large_number(data)
+        and _ONE_OBJECT.fullmatch(text) is not None  # the costliest test last
+    ):
         return None
     tail = text.rstrip()
     ends_as_object = tail.endswith("}")
