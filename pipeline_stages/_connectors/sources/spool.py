@@ -42,6 +42,8 @@ MAX_RECORD_BYTES = 16 * 1024 * 1024
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 
 _HEADER = struct.Struct(">QII")
+#: Bytes `_intact_end` reads at a time.
+_SCAN_BLOCK = 4 * 1024 * 1024
 _SEGMENT = re.compile(r"^seg-(\d{20})\.log$")
 
 
@@ -245,12 +247,37 @@ def _scan_tail(directory: Path, cached: _Tail | None) -> _Tail:
     tail = cached if cached is not None and cached.first_seq == first else None
     if tail is None or path.stat().st_size < tail.offset:
         tail = _Tail(first_seq=first, offset=0, last_seq=first - 1)
-    last, offset = tail.last_seq, tail.offset
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        while (record := _read_record(fh)) is not None and record[0] == last + 1:
-            last, offset = record[0], fh.tell()
+    last, offset = _intact_end(path, tail.offset, tail.last_seq)
     return _Tail(first_seq=first, offset=offset, last_seq=last)
+
+
+def _intact_end(path: Path, offset: int, last: int) -> tuple[int, int]:
+    """`(last seq, end offset)` of the run of intact records numbered from `last + 1` that
+    starts at `offset` in segment `path`.
+
+    Reads in blocks of `_SCAN_BLOCK` and checks every record's sequence and CRC, as
+    `_read_record` does one record at a time: two reads a record made a fresh process's first
+    scan of a full segment cost ~1 us a record (0.36 s for 360k records of 120 bytes).
+    """
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(offset)
+        buf, at = b"", 0  # `buf` holds the file from `offset - at` on
+        while True:
+            if len(buf) - at < _HEADER.size:
+                buf, at = buf[at:] + fh.read(max(_SCAN_BLOCK, _HEADER.size)), 0
+                if len(buf) < _HEADER.size:
+                    return last, offset
+            seq, length, crc = _HEADER.unpack_from(buf, at)
+            end = at + _HEADER.size + length
+            if seq != last + 1 or offset + _HEADER.size + length > size:
+                return last, offset  # another run's record, or a torn one
+            if end > len(buf):
+                buf, at = buf[at:] + fh.read(max(_SCAN_BLOCK, end - len(buf))), 0
+                end = _HEADER.size + length
+            if zlib.crc32(memoryview(buf)[end - length : end]) != crc:
+                return last, offset
+            last, offset, at = seq, offset + _HEADER.size + length, end
 
 
 def _recover_tail(directory: Path, cached: _Tail | None) -> _Tail:

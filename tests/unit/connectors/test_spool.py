@@ -246,3 +246,19 @@ def test_a_missing_middle_segment_is_reported_not_skipped(tmp_path):
     assert next(records) == (1, b"r01")
     with pytest.raises(SpoolError, match="gap"):
         list(records)
+
+
+@pytest.mark.parametrize("block", [1, 17, 64, 4096])
+def test_the_tail_scan_reads_records_across_its_blocks(tmp_path, monkeypatch, block):
+    # Records shorter and longer than a block; the scan's answer must not depend on where a
+    # block ends, and a bad CRC in the last record still ends the intact run before it.
+    monkeypatch.setattr(spool_module, "_SCAN_BLOCK", block)
+    payloads = ["x" * (n * 7 % 150) for n in range(60)]
+    Spool(tmp_path).append("c1", payloads[:30])
+    Spool(tmp_path).append("c1", payloads[30:])
+    assert Spool(tmp_path).latest_seq("c1") == 60
+    [segment] = segment_files(tmp_path)
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF  # the last record's payload no longer matches its CRC
+    segment.write_bytes(bytes(data))
+    assert Spool(tmp_path).latest_seq("c1") == 59
