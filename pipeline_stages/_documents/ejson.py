@@ -266,25 +266,44 @@ def _escape(token: str) -> str:
     return _utf8(token.replace("~", "~0").replace("/", "~1"))
 
 
-def _walk_objects(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every object inside `value` with its JSON pointer, without recursion (any depth)."""
-    stack: list[tuple[str, Any]] = [("", value)]
+#: What parsed JSON holds besides objects and arrays.
+_LEAVES = (str, int, float, type(None))
+#: Where an object sits: the keys and indexes from the root, innermost last (a linked list, so
+#: that a step costs one tuple and the pointer text is only built for the object reported).
+_Steps = tuple[Any, "_Steps"] | None
+
+
+def _walk_objects(value: Any) -> Iterator[tuple[_Steps, Mapping[str, Any]]]:
+    """Every object inside `value` (depth first, in document order) with where it sits,
+    without recursion (any depth)."""
+    stack: list[tuple[_Steps, Any]] = [(None, value)]
     while stack:
-        path, item = stack.pop()
-        if isinstance(item, Mapping):
-            yield path, item
-            stack.extend((f"{path}/{_escape(str(k))}", v) for k, v in reversed(list(item.items())))
+        steps, item = stack.pop()
+        if isinstance(item, _LEAVES):  # most values; the `Mapping` test is an ABC's, slower
+            continue
+        if isinstance(item, dict | Mapping):
+            yield steps, item
+            stack.extend(((k, steps), v) for k, v in reversed(list(item.items())))
         elif isinstance(item, list | tuple):
-            stack.extend((f"{path}/{i}", v) for i, v in reversed(list(enumerate(item))))
+            stack.extend(((i, steps), v) for i, v in reversed(list(enumerate(item))))
+
+
+def _pointer(steps: _Steps) -> str:
+    """The JSON pointer of `_walk_objects`' steps (`/` for the root)."""
+    parts: list[str] = []
+    while steps is not None:
+        step, steps = steps
+        parts.append(str(step) if isinstance(step, int) else _escape(str(step)))
+    return "/" + "/".join(reversed(parts))
 
 
 def invalid_wrapper(value: Any) -> tuple[str, str] | None:
     """`(JSON pointer, problem)` of the first invalid Extended JSON wrapper inside `value`
     (parsed JSON), or None."""
-    for path, obj in _walk_objects(value):
+    for steps, obj in _walk_objects(value):
         problem = wrapper_problem(obj)
         if problem is not None:
-            return path or "/", problem
+            return _pointer(steps), problem
     return None
 
 
