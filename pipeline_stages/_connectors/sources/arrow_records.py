@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline_stages._connectors.sources.records import ONE_OBJECT, source_record
+from pipeline_stages._connectors.sources.records import DATE_WRAPPER, ONE_OBJECT, source_record
 from pipeline_stages._documents.ejson import date_problem
 
 #: `raw_source.RAW_SCHEMA` as Arrow (what the sources' `read` yields).
@@ -48,17 +48,14 @@ RAW_ARROW: Final = pa.schema(
 #: tested apart); the marks of a number
 #: beyond a double (`records._NUMBER_MARKS`); a non-ASCII decimal digit (Python's `\d`
 #: matches them, `[0-9]` here does not); a NUL (the marker); a fractional literal followed
-#: by a quote (the replacement consumes the character after a number).
-_EXACT_PATH: Final = r'[eE]\+?[0-9]{3}|[0-9]{300}|[^\P{Nd}0-9]|\x00|[0-9]\.[0-9]+"'
+#: by a quote (the replacement consumes the character after a number); a `$` written `\u0024`
+#: (a key Spark reads as a wrapper's).
+_EXACT_PATH: Final = r'[eE]\+?[0-9]{3}|[0-9]{300}|[^\P{Nd}0-9]|\x00|[0-9]\.[0-9]+"|\\u0024'
 #: A possible Extended JSON wrapper (or a `$` key or text): the exact path, unless it is the
 #: record's one `_DATE_WRAPPER`.
 _DOLLAR: Final = r'"\$'
-#: `{"$date": "<ISO-8601-shaped text>"}` (JSON whitespace allowed). Its string has no escapes
-#: (only digits, `-:.+TZ` and a space), so the text matched is the string's value.
-_DATE_WRAPPER: Final = (
-    r'\{[ \t\r\n]*"\$date"[ \t\r\n]*:[ \t\r\n]*"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}'
-    r'(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?)"[ \t\r\n]*\}'
-)
+#: `records.DATE_WRAPPER`.
+_DATE_WRAPPER: Final = DATE_WRAPPER
 #: The common shape of that date: to the second, an optional fraction of up to 6 digits, `Z`.
 #: Its fields are in range but for the day of the month (and year 0), which `_common_dates`
 #: checks in bulk; `date_problem` accepts exactly the strings of this shape that pass.

@@ -278,3 +278,20 @@ def test_a_document_is_flagged_exactly_when_it_holds_an_invalid_wrapper(
         assert error is None or "beyond the range of a double" in error
     else:
         assert error == f"invalid Extended JSON at {found[0]}: {found[1]}"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": {"\\u0024oid": 1}}',
+        b'{"t": {"$date": "2024-01-01T00:00:00Z"}, "o": {"\\u0024oid": 1}}',
+    ],
+)
+def test_a_dollar_written_as_an_escape_is_read_as_spark_reads_it(raw: bytes) -> None:
+    # Spark decodes the escape: `{"\u0024oid": 1}` is an `$oid` wrapper to it, and an invalid one.
+    assert (
+        source_record(raw)[1]
+        == "invalid Extended JSON at /"
+        + ("a" if raw.startswith(b'{"a"') else "o")
+        + ": $oid takes 24 hexadecimal digits, got 1"
+    )
