@@ -42,6 +42,9 @@ SPARK_MAX_DEPTH: Final = 1000
 #: The deepest nesting of a BSON document MongoDB stores ("no more than 100 levels"): Sluice's
 #: collection sinks and DLQ records keep to it, on `local` as on a cluster.
 BSON_MAX_DEPTH: Final = 100
+#: A `\\uD800`-`\\uDFFF` escape: JSON text may hold half a surrogate pair, UTF-8 cannot
+#: (a record's text decoded from UTF-8 holds a surrogate only through such an escape).
+SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 
 #: A JSON string literal, unrolled (no alternation per character: fast on long strings).
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')

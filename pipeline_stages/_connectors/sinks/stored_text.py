@@ -24,10 +24,12 @@ from pipeline_stages._connectors.ports import NewDocumentTexts
 from pipeline_stages._connectors.sinks.plans import RESERVED_LOCAL_DB, Name, namespace_problem
 from pipeline_stages._documents.ejson import format_date, parse_date
 from pipeline_stages._stream.batch import Output
-from pipeline_stages._stream.json_text import BSON_MAX_DEPTH, nests_deeper_than
+from pipeline_stages._stream.json_text import (
+    BSON_MAX_DEPTH,
+    SURROGATE_ESCAPE,
+    nests_deeper_than,
+)
 
-#: A `\\uD800`-`\\uDFFF` escape: JSON text may hold half a surrogate pair, UTF-8 cannot.
-SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 #: Digits to `0`: an integer beyond 64 bits has at least 19 digits in a row.
 DIGITS_TO_ZERO: Final = str.maketrans("123456789", "000000000")
 LONG_DIGITS: Final = "0" * 19

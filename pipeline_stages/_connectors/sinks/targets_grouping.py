@@ -23,15 +23,15 @@ from pipeline_stages._connectors.sinks.plans import (
     namespace_problem,
     resolve_name,
 )
-from pipeline_stages._connectors.sinks.stored_text import (
-    DIGITS_TO_ZERO,
-    LONG_DIGITS,
-    SURROGATE_ESCAPE,
-    is_utf8,
-)
+from pipeline_stages._connectors.sinks.stored_text import DIGITS_TO_ZERO, LONG_DIGITS, is_utf8
 from pipeline_stages._documents.ejson import from_relaxed_ejson
 from pipeline_stages._stream.batch import Output
-from pipeline_stages._stream.json_text import BSON_MAX_DEPTH, json_depth, nests_deeper_than
+from pipeline_stages._stream.json_text import (
+    BSON_MAX_DEPTH,
+    SURROGATE_ESCAPE,
+    json_depth,
+    nests_deeper_than,
+)
 
 #: `(output index, document)` pairs bound for one collection, in output order.
 Pending = list[tuple[int, dict[str, Any]]]

@@ -52,10 +52,8 @@ RAW_ARROW: Final = pa.schema(
 #: (a key Spark reads as a wrapper's).
 _EXACT_PATH: Final = r'[eE]\+?[0-9]{3}|[0-9]{300}|[^\P{Nd}0-9]|\x00|[0-9]\.[0-9]+"|\\u0024'
 #: A possible Extended JSON wrapper (or a `$` key or text): the exact path, unless it is the
-#: record's one `_DATE_WRAPPER`.
+#: record's one `DATE_WRAPPER`.
 _DOLLAR: Final = r'"\$'
-#: `records.DATE_WRAPPER`.
-_DATE_WRAPPER: Final = DATE_WRAPPER
 #: The common shape of that date: to the second, an optional fraction of up to 6 digits, `Z`.
 #: Its fields are in range but for the day of the month (and year 0), which `_common_dates`
 #: checks in bulk; `date_problem` accepts exactly the strings of this shape that pass.
@@ -94,7 +92,7 @@ _NOT_BY_NUMBERS_ALONE: Final = (
     r'|"(?:[^"\\]|\\.)*(?:\\\n|\\?$)'
     r"|[0-9]\.[0-9]+[^0-9eE.,}\] \t\r\n])"
 )
-#: The compact form of `_DATE_WRAPPER`: its date string is the text up to the next quote.
+#: The compact form of `DATE_WRAPPER`: its date string is the text up to the next quote.
 _COMPACT_DATE: Final = '{"$date":"'
 _DAYS_IN_MONTH: Final = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
 #: `bytes.strip()`'s whitespace: a line of only these is blank.
@@ -134,11 +132,11 @@ def checked(payloads: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 def _wrappers_to_parse(text: pa.Array) -> pa.Array:
     """Which records hold a `"$` that only parsing can judge: any but a valid date in the
-    record's one `_DATE_WRAPPER` (see the module docstring)."""
+    record's one `DATE_WRAPPER` (see the module docstring)."""
     dollars = pc.fill_null(pc.count_substring_regex(text, _DOLLAR), 0)
     has_dollar = pc.greater(dollars, 0)
     one_date = pc.fill_null(
-        pc.and_(pc.equal(dollars, 1), pc.match_substring_regex(text, _DATE_WRAPPER)), False
+        pc.and_(pc.equal(dollars, 1), pc.match_substring_regex(text, DATE_WRAPPER)), False
     )
     candidates = np.flatnonzero(one_date.to_numpy(zero_copy_only=False))
     if not len(candidates):
@@ -161,7 +159,7 @@ def _wrappers_to_parse(text: pa.Array) -> pa.Array:
 
 
 def _wrapped_dates(text: pa.Array) -> pa.Array:
-    """The date string of each record's one `_DATE_WRAPPER` (the records have one `"$`).
+    """The date string of each record's one `DATE_WRAPPER` (the records have one `"$`).
 
     A compact wrapper's date is cut out with two literal splits: the regex's captures cost
     ~0.5 us a record (measured), most of the one-date check. The one `"$` is the wrapper's,
@@ -176,7 +174,7 @@ def _wrapped_dates(text: pa.Array) -> pa.Array:
         _date_after_compact_wrapper(pc.filter(text, compact)),
     )
     spaced = pc.invert(compact)
-    found = pc.struct_field(pc.extract_regex(pc.filter(text, spaced), _DATE_WRAPPER), "date")
+    found = pc.struct_field(pc.extract_regex(pc.filter(text, spaced), DATE_WRAPPER), "date")
     return pc.replace_with_mask(dates, spaced, found)
 
 

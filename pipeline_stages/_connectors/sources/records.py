@@ -42,6 +42,7 @@ from typing import Any, Final
 from pipeline_stages._documents.ejson import date_problem, invalid_wrapper
 from pipeline_stages._stream.json_text import (
     SPARK_MAX_DEPTH,
+    SURROGATE_ESCAPE,
     json_depth,
     nests_deeper_than,
     prefer_double,
@@ -88,8 +89,6 @@ ONE_OBJECT: Final = _one_object_pattern(_SHAPE_DEPTH)
 _ONE_OBJECT = re.compile(ONE_OBJECT)
 _JSON_SPACE = re.compile(r"[ \t\r\n]*")
 _PLAIN_DECODER = json.JSONDecoder()
-#: A JSON escape of a UTF-16 surrogate (`\\ud800`..`\\udfff`, any case).
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 #: `{"$date": "<ISO-8601-shaped text>"}` (JSON whitespace allowed; the same pattern in Python's
 #: `re` and in RE2). Its string has no escapes (only digits, `-:.+TZ` and a space), so the
 #: text matched is the string's value.
@@ -143,8 +142,6 @@ def _content_problem(text: str, data: bytes) -> str | None:
         and _ONE_OBJECT.fullmatch(text) is not None
     ):
         return None
-    tail = text.rstrip()
-    ends_as_object = tail.endswith("}")
     overflow: list[str] = []
     # Without a large number's marks no number can overflow, and the plain decoder reads
     # numbers in C (the checking hooks are a Python call per number).
@@ -158,7 +155,8 @@ def _content_problem(text: str, data: bytes) -> str | None:
         value, end = decoder.raw_decode(text, start)
     except (ValueError, RecursionError):
         # Not JSON (Spark refuses it too), or too deep to parse here (Spark decides).
-        return None if ends_as_object or not tail.lstrip().startswith("{") else NOT_AN_OBJECT
+        tail = text.rstrip()
+        return None if tail.endswith("}") or not tail.lstrip().startswith("{") else NOT_AN_OBJECT
     if _space_end(text, end) != len(text):
         return NOT_AN_OBJECT  # a value and more: Spark would keep the value, drop the rest
     if overflow:
@@ -300,7 +298,7 @@ def record_problem(data: bytes) -> str | None:
     if not isinstance(value, dict) or any(key in value for key in _SPARK_WRAPPERS):
         return NOT_AN_OBJECT
     # UTF-8 text holds no surrogate: only a `\\uD800`-`\\uDFFF` escape makes one.
-    surrogate = _lone_surrogate(value) if _SURROGATE_ESCAPE.search(text) else None
+    surrogate = _lone_surrogate(value) if SURROGATE_ESCAPE.search(text) else None
     if surrogate is not None:
         return f"{NOT_AN_OBJECT} (lone surrogate {surrogate} is not Unicode text)"
     if nests_deeper_than(text, SPARK_MAX_DEPTH):
